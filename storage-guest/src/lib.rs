@@ -1,0 +1,168 @@
+//! The storage request handler, compiled for `wasm32-wasip2` into a component.
+//!
+//! Every instance of this component is long-lived and serves one request at a
+//! time. It buffers whole bodies in its own linear memory, as real handlers
+//! do: that memory never shrinks, which is what the gateway's estimator keeps
+//! in check. It hashes every upload and verifies every download with SHA-256,
+//! and refuses to return content whose digest does not match the index.
+//!
+//! Layout:
+//! - `lib.rs`: the exported `handler` interface (put, fetch, delete, list).
+//! - [`range`]: resolving a client's byte range against the content size.
+//! - [`sniff`]: a content type from magic bytes when the client sent none.
+//!
+//! The contract is `wit/storage.wit`; the gateway builds this crate with
+//! `cargo build --target wasm32-wasip2` from its build script.
+
+// `generate!` and `export!` expand to the canonical-ABI glue, which is unsafe
+// by nature; the handler code below uses none of its own.
+#![allow(unsafe_code)]
+
+pub mod range;
+pub mod sniff;
+
+wit_bindgen::generate!({ world: "storage", path: "../wit" });
+
+use exports::wasm_storage::storage::handler::{
+    FetchBody, FetchRequest, Fetched, Guest, HandlerError, StoreRequest,
+};
+use sha2::{Digest, Sha256};
+use wasm_storage::storage::types::{FileMeta, Listing};
+use wasm_storage::storage::volume;
+
+struct StorageHandler;
+
+impl Guest for StorageHandler {
+    fn put(request: StoreRequest, body: Vec<u8>) -> Result<FileMeta, HandlerError> {
+        let digest = sha256_hex(&body);
+        let content_type = match request.content_type {
+            Some(given) if !given.trim().is_empty() => given,
+            _ => sniff::content_type(&body).to_owned(),
+        };
+        volume::put(
+            &request.path,
+            &body,
+            &digest,
+            &content_type,
+            !request.create_only,
+        )
+        .map_err(HandlerError::Volume)
+    }
+
+    fn fetch(request: FetchRequest) -> Result<Fetched, HandlerError> {
+        // Conditional and metadata-only requests are answered from the index
+        // without reading (and buffering) the content.
+        if !request.want_body || !request.if_none_match.is_empty() {
+            let meta = volume::stat(&request.path).map_err(HandlerError::Volume)?;
+            if etag_matches(&request.if_none_match, &meta.sha256) {
+                return Ok(Fetched {
+                    meta,
+                    body: FetchBody::NotModified,
+                });
+            }
+            if !request.want_body {
+                return Ok(Fetched {
+                    meta,
+                    body: FetchBody::None,
+                });
+            }
+        }
+
+        let (meta, mut content) = volume::read(&request.path).map_err(HandlerError::Volume)?;
+        verify(&meta, &content)?;
+
+        let body = match request.range {
+            None => FetchBody::Full(content),
+            Some(asked) => {
+                let (first, last) = range::resolve(asked, meta.size)
+                    .ok_or(HandlerError::RangeNotSatisfiable(meta.size))?;
+                // Cut the slice out in place: no second buffer for the range.
+                content.truncate(to_index(last) + 1);
+                content.drain(..to_index(first));
+                FetchBody::Partial((first, last, content))
+            }
+        };
+        Ok(Fetched { meta, body })
+    }
+
+    fn delete(path: String) -> Result<(), HandlerError> {
+        volume::delete(&path).map_err(HandlerError::Volume)
+    }
+
+    fn list(prefix: String, after: Option<String>, limit: u32) -> Result<Listing, HandlerError> {
+        volume::list(&prefix, after.as_deref(), limit).map_err(HandlerError::Volume)
+    }
+}
+
+// The component's exports only exist in the wasm build; on the host this
+// crate compiles for its unit tests and lints.
+#[cfg(target_arch = "wasm32")]
+export!(StorageHandler);
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut hex = String::with_capacity(64);
+    for byte in digest {
+        hex.push(char::from(HEX[usize::from(byte >> 4)]));
+        hex.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    hex
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// True when one of the `If-None-Match` tags names this content.
+pub fn etag_matches(tags: &[String], sha256: &str) -> bool {
+    tags.iter().any(|tag| tag == "*" || tag == sha256)
+}
+
+fn verify(meta: &FileMeta, content: &[u8]) -> Result<(), HandlerError> {
+    if content.len() as u64 != meta.size {
+        return Err(HandlerError::Integrity(format!(
+            "{}: stored content is {} bytes, the index says {}",
+            meta.path,
+            content.len(),
+            meta.size
+        )));
+    }
+    let actual = sha256_hex(content);
+    if actual != meta.sha256 {
+        return Err(HandlerError::Integrity(format!(
+            "{}: stored content hashes to {actual}, the index says {}",
+            meta.path, meta.sha256
+        )));
+    }
+    Ok(())
+}
+
+fn to_index(offset: u64) -> usize {
+    // Content lives in this instance's memory, so every valid offset fits.
+    usize::try_from(offset).unwrap_or(usize::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha256_of_known_inputs() {
+        assert_eq!(
+            sha256_hex(b""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn etag_matching() {
+        let tags = vec!["aa".to_owned(), "bb".to_owned()];
+        assert!(etag_matches(&tags, "bb"));
+        assert!(!etag_matches(&tags, "cc"));
+        assert!(etag_matches(&["*".to_owned()], "cc"));
+        assert!(!etag_matches(&[], "cc"));
+    }
+}
