@@ -1,0 +1,145 @@
+//! Gateway configuration: every flag is also an environment variable, and
+//! every default is written down here (and in the README's table).
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// wasm-storage gateway: stores files over HTTP, handling every request in a
+/// pool of long-lived WebAssembly instances.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "gateway", version, about)]
+pub struct Config {
+    /// Address to listen on.
+    #[arg(long, env = "WASM_STORAGE_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Directory holding blobs, temp files and the SQLite index.
+    #[arg(long, env = "WASM_STORAGE_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+
+    /// Number of long-lived Wasm instances serving requests.
+    #[arg(long, env = "WASM_STORAGE_INSTANCES", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub instances: u32,
+
+    /// Most linear memory one instance may grow to (bytes; KiB/MiB/GiB
+    /// suffixes accepted). A request that needs more fails with 413 and its
+    /// instance is replaced.
+    #[arg(
+        long,
+        env = "WASM_STORAGE_INSTANCE_MEMORY_CAP",
+        default_value = "256MiB"
+    )]
+    pub instance_memory_cap: ByteSize,
+
+    /// Largest accepted upload body (bytes; suffixes accepted). Larger ones
+    /// get 413 before they are buffered.
+    #[arg(long, env = "WASM_STORAGE_MAX_BODY", default_value = "128MiB")]
+    pub max_body: ByteSize,
+
+    /// Requests that may wait for a free instance; past this they get 503.
+    #[arg(long, env = "WASM_STORAGE_QUEUE_CAPACITY", default_value_t = 1024)]
+    pub queue_capacity: usize,
+
+    /// Longest a request waits for a free instance before it gets 503.
+    #[arg(long, env = "WASM_STORAGE_QUEUE_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub queue_timeout: Duration,
+
+    /// Longest one request may run inside an instance; past it the instance
+    /// is interrupted (the request fails with 500) and replaced.
+    #[arg(long, env = "WASM_STORAGE_REQUEST_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub request_timeout: Duration,
+
+    /// Serve with this component instead of the built-in storage guest. It
+    /// must implement the `storage` world of `wit/storage.wit`.
+    #[arg(long, env = "WASM_STORAGE_GUEST")]
+    pub guest: Option<PathBuf>,
+}
+
+impl Config {
+    /// The defaults, with the data kept in `data_dir` and the listener on
+    /// any free loopback port: what tests and embedders start from.
+    pub fn for_data_dir(data_dir: impl Into<PathBuf>) -> Self {
+        let mut config = Self::parse_from(["gateway"]);
+        config.data_dir = data_dir.into();
+        config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        config
+    }
+}
+
+/// A number of bytes, written plainly or with a suffix: `65536`, `64KiB`,
+/// `256MiB`, `1GiB` (also `K`/`KB`, `M`/`MB`, `G`/`GB`, all powers of 1024).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ByteSize(pub u64);
+
+impl FromStr for ByteSize {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let text = text.trim();
+        let split = text
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len());
+        let (digits, unit) = text.split_at(split);
+        let number: u64 = digits.parse().map_err(|_| {
+            format!("{text:?} is not a size: expected digits with an optional unit like MiB")
+        })?;
+        let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "k" | "kb" | "kib" => 1 << 10,
+            "m" | "mb" | "mib" => 1 << 20,
+            "g" | "gb" | "gib" => 1 << 30,
+            other => {
+                return Err(format!(
+                    "unknown size unit {other:?}: use B, KiB, MiB or GiB"
+                ));
+            }
+        };
+        number
+            .checked_mul(multiplier)
+            .map(ByteSize)
+            .ok_or_else(|| format!("{text:?} is too large"))
+    }
+}
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+        for (size, unit) in UNITS {
+            if self.0 >= size && self.0.is_multiple_of(size) {
+                return write!(f, "{}{unit}", self.0 / size);
+            }
+        }
+        write!(f, "{}B", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_sizes() {
+        assert_eq!("65536".parse(), Ok(ByteSize(65536)));
+        assert_eq!("64KiB".parse(), Ok(ByteSize(65536)));
+        assert_eq!("256MiB".parse(), Ok(ByteSize(256 << 20)));
+        assert_eq!("1 G".parse(), Ok(ByteSize(1 << 30)));
+        assert!("12XB".parse::<ByteSize>().is_err());
+        assert!("MiB".parse::<ByteSize>().is_err());
+        assert!("99999999999999GiB".parse::<ByteSize>().is_err());
+        assert_eq!(ByteSize(256 << 20).to_string(), "256MiB");
+        assert_eq!(ByteSize(1000).to_string(), "1000B");
+    }
+
+    #[test]
+    fn defaults_parse() {
+        let config = Config::parse_from(["gateway"]);
+        assert_eq!(config.instances, 16);
+        assert_eq!(config.max_body, ByteSize(128 << 20));
+        assert_eq!(config.instance_memory_cap, ByteSize(256 << 20));
+    }
+}

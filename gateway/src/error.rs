@@ -1,0 +1,129 @@
+//! Every error a client can see, mapped to its status code in one place.
+//! Bodies are JSON `{error, message}`; internal detail is logged, not sent.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::pool::DispatchError;
+use crate::runtime::CallFailure;
+use crate::runtime::bindings::exports::wasm_storage::storage::handler::HandlerError;
+use crate::runtime::bindings::wasm_storage::storage::types::VolumeError;
+
+/// Seconds a client is told to wait after a 503.
+const RETRY_AFTER_SECONDS: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    BadPath(#[from] volume::PathError),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("no file at {0}")]
+    NotFound(String),
+    #[error("no instance with id {0}")]
+    NoSuchInstance(u64),
+    #[error("{0} already exists and If-None-Match: * forbids replacing it")]
+    AlreadyExists(String),
+    #[error("the body is larger than the limit of {limit} bytes")]
+    BodyTooLarge { limit: u64 },
+    #[error("handling this request needs more memory than an instance may use ({cap} bytes)")]
+    InstanceMemory { cap: u64 },
+    #[error("the range does not overlap the file's {size} bytes")]
+    RangeNotSatisfiable { size: u64 },
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("the disk is full")]
+    NoSpace,
+    /// Stored content failed its SHA-256 check; the detail is logged.
+    #[error("the stored content failed its integrity check")]
+    Integrity(String),
+    /// Anything else; the detail is logged, the client sees a generic message.
+    #[error("internal error")]
+    Internal(String),
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: &'a str,
+    message: String,
+}
+
+impl AppError {
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            Self::BadPath(_) => (StatusCode::BAD_REQUEST, "bad_path"),
+            Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            Self::NotFound(_) | Self::NoSuchInstance(_) => (StatusCode::NOT_FOUND, "not_found"),
+            Self::AlreadyExists(_) => (StatusCode::PRECONDITION_FAILED, "already_exists"),
+            Self::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            Self::InstanceMemory { .. } => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "instance_memory_exceeded")
+            }
+            Self::RangeNotSatisfiable { .. } => {
+                (StatusCode::RANGE_NOT_SATISFIABLE, "range_not_satisfiable")
+            }
+            Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            Self::NoSpace => (StatusCode::INSUFFICIENT_STORAGE, "insufficient_storage"),
+            Self::Integrity(_) => (StatusCode::INTERNAL_SERVER_ERROR, "integrity_error"),
+            Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+
+    /// The error for a guest's answer about `path`.
+    pub fn from_handler(error: HandlerError, path: &str) -> Self {
+        match error {
+            HandlerError::Volume(VolumeError::NotFound) => Self::NotFound(path.to_owned()),
+            HandlerError::Volume(VolumeError::AlreadyExists) => {
+                Self::AlreadyExists(path.to_owned())
+            }
+            HandlerError::Volume(VolumeError::NoSpace) => Self::NoSpace,
+            HandlerError::Volume(VolumeError::InvalidPath(why)) => Self::BadRequest(why),
+            HandlerError::Volume(VolumeError::Internal(detail)) => Self::Internal(detail),
+            HandlerError::Integrity(detail) => Self::Integrity(detail),
+            HandlerError::RangeNotSatisfiable(size) => Self::RangeNotSatisfiable { size },
+        }
+    }
+}
+
+impl From<DispatchError> for AppError {
+    fn from(error: DispatchError) -> Self {
+        match error {
+            DispatchError::QueueFull
+            | DispatchError::QueueTimeout(_)
+            | DispatchError::ShuttingDown => Self::Unavailable(error.to_string()),
+            DispatchError::Failed(CallFailure::MemoryCap { cap }) => Self::InstanceMemory { cap },
+            other => Self::Internal(other.to_string()),
+        }
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        match &self {
+            Self::Integrity(detail) => tracing::error!(%detail, "integrity check failed"),
+            Self::Internal(detail) => tracing::error!(%detail, "internal error"),
+            _ => {}
+        }
+        let body = ErrorBody {
+            error: code,
+            message: self.to_string(),
+        };
+        let mut response = (status, Json(body)).into_response();
+        let headers = response.headers_mut();
+        match self {
+            Self::Unavailable(_) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+            }
+            Self::RangeNotSatisfiable { size } => {
+                if let Ok(value) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                    headers.insert(header::CONTENT_RANGE, value);
+                }
+            }
+            _ => {}
+        }
+        response
+    }
+}

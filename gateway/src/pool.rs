@@ -1,0 +1,445 @@
+//! The pool of long-lived storage instances and the dispatcher in front of it.
+//!
+//! Each instance serves one request at a time. A request takes an idle
+//! instance (waiting in a bounded queue when none is idle), runs its call in a
+//! task of its own, so a client that hangs up cannot cancel storage work
+//! half-way, and hands the instance back. An instance that trapped, or that
+//! is draining, is replaced on the way back: the fresh instance joins the pool
+//! before the old one is dropped, so serving capacity never dips.
+//!
+//! Invariant: the semaphore's permits equal the number of idle instances.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::sync::{Semaphore, TryAcquireError, oneshot};
+
+use crate::runtime::bindings::exports::wasm_storage::storage::handler::HandlerError;
+use crate::runtime::{Call, CallFailure, Reply, Runtime, WasmInstance};
+
+/// How the dispatcher queues requests.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// Instances kept serving.
+    pub size: usize,
+    /// Requests that may wait for an idle instance.
+    pub queue_capacity: usize,
+    /// Longest a request waits for an idle instance.
+    pub queue_timeout: Duration,
+}
+
+/// Why a request got no answer from an instance.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    #[error("all instances are busy and the wait queue is full")]
+    QueueFull,
+    #[error("no instance became free within {0:?}")]
+    QueueTimeout(Duration),
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    #[error(transparent)]
+    Failed(#[from] CallFailure),
+    #[error("the instance's task ended without an answer")]
+    Lost,
+}
+
+/// Why an instance was replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplaceReason {
+    /// It trapped (including growth past the memory cap, or a timeout).
+    Trap,
+    /// An operator asked for it through the admin API.
+    Requested,
+}
+
+/// What an instance is doing, as shown by the admin API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstanceState {
+    Idle,
+    Busy,
+    /// Gets no new requests; replaced as soon as it is idle.
+    Draining,
+}
+
+/// The figures of one instance, shared between the pool and the instance.
+#[derive(Debug)]
+struct InstanceInfo {
+    id: u64,
+    created: Instant,
+    /// Linear-memory bytes, kept exact by the instance's limiter.
+    memory: Arc<AtomicU64>,
+    requests: AtomicU64,
+    busy: AtomicBool,
+    draining: AtomicBool,
+}
+
+/// A snapshot of one instance.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceStatus {
+    pub id: u64,
+    pub state: InstanceState,
+    pub memory_bytes: u64,
+    pub requests: u64,
+    pub age_ms: u64,
+}
+
+#[derive(Debug)]
+struct Instance {
+    info: Arc<InstanceInfo>,
+    wasm: WasmInstance,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    idle: Vec<Instance>,
+    /// Every instance alive, idle or busy.
+    live: BTreeMap<u64, Arc<InstanceInfo>>,
+    replacements: BTreeMap<ReplaceReason, u64>,
+    closed: bool,
+}
+
+/// The instance pool. Share it as `Arc<Pool>`.
+#[derive(Debug)]
+pub struct Pool {
+    runtime: Runtime,
+    config: PoolConfig,
+    state: Mutex<State>,
+    idle_permits: Semaphore,
+    waiting: AtomicUsize,
+    next_id: AtomicU64,
+}
+
+impl Pool {
+    /// Create the pool and its `config.size` instances.
+    pub async fn start(runtime: Runtime, config: PoolConfig) -> wasmtime::Result<Arc<Self>> {
+        let pool = Arc::new(Self {
+            runtime,
+            config,
+            state: Mutex::default(),
+            idle_permits: Semaphore::new(0),
+            waiting: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+        });
+        for _ in 0..pool.config.size {
+            let instance = pool.create().await?;
+            pool.make_idle(instance);
+        }
+        Ok(pool)
+    }
+
+    pub fn config(&self) -> &PoolConfig {
+        &self.config
+    }
+
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// Run `call` on an idle instance.
+    pub async fn dispatch(
+        self: &Arc<Self>,
+        call: Call,
+    ) -> Result<Result<Reply, HandlerError>, DispatchError> {
+        let mut lease = self.lease().await?;
+        let (answer, answered) = oneshot::channel();
+        // A task of its own: a client that hangs up must not cancel storage
+        // work half-way (nor leave an instance mid-call).
+        tokio::spawn(async move {
+            let outcome = lease.call(call).await;
+            let failure = outcome.as_ref().err().map(ToString::to_string);
+            // The client gets its answer before any replacement is made.
+            let _ = answer.send(outcome);
+            lease.release(failure).await;
+        });
+        answered
+            .await
+            .map_err(|_| DispatchError::Lost)?
+            .map_err(DispatchError::from)
+    }
+
+    /// Take an idle instance for the caller's exclusive use, waiting in the
+    /// queue if none is idle. Give it back with [`Lease::release`].
+    pub async fn lease(self: &Arc<Self>) -> Result<Lease, DispatchError> {
+        let permit = match self.idle_permits.try_acquire() {
+            Ok(permit) => permit,
+            Err(TryAcquireError::Closed) => return Err(DispatchError::ShuttingDown),
+            Err(TryAcquireError::NoPermits) => {
+                let _slot = QueueSlot::take(&self.waiting, self.config.queue_capacity)
+                    .ok_or(DispatchError::QueueFull)?;
+                match tokio::time::timeout(self.config.queue_timeout, self.idle_permits.acquire())
+                    .await
+                {
+                    Err(_) => return Err(DispatchError::QueueTimeout(self.config.queue_timeout)),
+                    Ok(Err(_)) => return Err(DispatchError::ShuttingDown),
+                    Ok(Ok(permit)) => permit,
+                }
+            }
+        };
+        permit.forget();
+        let instance = self
+            .lock()
+            .idle
+            .pop()
+            .expect("every idle permit stands for an idle instance");
+        instance.info.busy.store(true, Ordering::Relaxed);
+        Ok(Lease {
+            pool: self.clone(),
+            instance: Some(instance),
+        })
+    }
+
+    /// Hand a finished instance back, replacing it if it failed or drains.
+    async fn check_in(&self, instance: Instance, failure: Option<String>) {
+        let info = instance.info.clone();
+        info.requests.fetch_add(1, Ordering::Relaxed);
+        info.busy.store(false, Ordering::Relaxed);
+        if self.lock().closed {
+            self.retire(instance);
+            return;
+        }
+        match failure {
+            Some(failure) => {
+                tracing::warn!(instance = info.id, %failure, "instance failed; replacing it");
+                self.replace(instance, ReplaceReason::Trap).await;
+            }
+            None if info.draining.load(Ordering::Relaxed) => {
+                let reason = ReplaceReason::Requested;
+                self.replace(instance, reason).await;
+            }
+            None => self.make_idle(instance),
+        }
+    }
+
+    /// Mark instance `id` draining: it takes no new request and is replaced
+    /// at once if idle, else when its request ends. Returns false if there is
+    /// no such instance.
+    pub async fn drain(&self, id: u64, reason: ReplaceReason) -> bool {
+        let Some(info) = self.lock().live.get(&id).cloned() else {
+            return false;
+        };
+        if info.draining.swap(true, Ordering::Relaxed) || info.busy.load(Ordering::Relaxed) {
+            return true;
+        }
+        let fresh = match self.create().await {
+            Ok(fresh) => fresh,
+            Err(error) => {
+                tracing::error!(instance = id, %error, "could not create a replacement; the instance keeps serving");
+                info.draining.store(false, Ordering::Relaxed);
+                return true;
+            }
+        };
+        // Swap in place, so the idle count (and the permits) never change.
+        let old = {
+            let mut state = self.lock();
+            match state.idle.iter().position(|i| i.info.id == id) {
+                Some(at) => Some(std::mem::replace(&mut state.idle[at], fresh)),
+                None => {
+                    // Checked out meanwhile: its check-in replaces it.
+                    drop(state);
+                    self.retire(fresh);
+                    None
+                }
+            }
+        };
+        if let Some(old) = old {
+            self.retired(old, reason);
+        }
+        true
+    }
+
+    /// Make a fresh instance join the pool before `old` is dropped.
+    async fn replace(&self, old: Instance, reason: ReplaceReason) {
+        match self.create().await {
+            Ok(fresh) => {
+                self.make_idle(fresh);
+                self.retired(old, reason);
+            }
+            Err(error) if reason == ReplaceReason::Trap => {
+                tracing::error!(instance = old.info.id, %error, "could not create a replacement for a failed instance");
+                self.retire(old);
+            }
+            Err(error) => {
+                tracing::error!(instance = old.info.id, %error, "could not create a replacement; the instance keeps serving");
+                old.info.draining.store(false, Ordering::Relaxed);
+                self.make_idle(old);
+            }
+        }
+    }
+
+    fn retired(&self, old: Instance, reason: ReplaceReason) {
+        tracing::info!(
+            instance = old.info.id,
+            memory_bytes = old.info.memory.load(Ordering::Relaxed),
+            requests = old.info.requests.load(Ordering::Relaxed),
+            ?reason,
+            "replaced an instance"
+        );
+        *self.lock().replacements.entry(reason).or_default() += 1;
+        self.retire(old);
+    }
+
+    async fn create(&self) -> wasmtime::Result<Instance> {
+        let wasm = self.runtime.instantiate().await?;
+        let info = Arc::new(InstanceInfo {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            created: Instant::now(),
+            memory: wasm.memory_gauge(),
+            requests: AtomicU64::new(0),
+            busy: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+        });
+        self.lock().live.insert(info.id, info.clone());
+        Ok(Instance { info, wasm })
+    }
+
+    fn make_idle(&self, instance: Instance) {
+        let mut state = self.lock();
+        if state.closed {
+            drop(state);
+            self.retire(instance);
+            return;
+        }
+        state.idle.push(instance);
+        drop(state);
+        self.idle_permits.add_permits(1);
+    }
+
+    /// Drop an instance (its store, its memory) and forget it.
+    fn retire(&self, instance: Instance) {
+        self.lock().live.remove(&instance.info.id);
+        drop(instance);
+    }
+
+    /// Stop handing out instances (waiters get `ShuttingDown`) and drop the
+    /// idle ones; busy ones are dropped when their request ends.
+    pub fn close(&self) {
+        let idle = {
+            let mut state = self.lock();
+            state.closed = true;
+            std::mem::take(&mut state.idle)
+        };
+        self.idle_permits.close();
+        for instance in idle {
+            self.retire(instance);
+        }
+    }
+
+    /// Every live instance, in id order.
+    pub fn instances(&self) -> Vec<InstanceStatus> {
+        let now = Instant::now();
+        self.lock()
+            .live
+            .values()
+            .map(|info| InstanceStatus {
+                id: info.id,
+                state: if info.draining.load(Ordering::Relaxed) {
+                    InstanceState::Draining
+                } else if info.busy.load(Ordering::Relaxed) {
+                    InstanceState::Busy
+                } else {
+                    InstanceState::Idle
+                },
+                memory_bytes: info.memory.load(Ordering::Relaxed),
+                requests: info.requests.load(Ordering::Relaxed),
+                age_ms: u64::try_from(now.duration_since(info.created).as_millis())
+                    .unwrap_or(u64::MAX),
+            })
+            .collect()
+    }
+
+    /// Replacements so far, by reason.
+    pub fn replacements(&self) -> BTreeMap<ReplaceReason, u64> {
+        self.lock().replacements.clone()
+    }
+
+    /// Requests waiting for an idle instance right now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding this lock leaves plain data behind; carry on.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// An instance checked out of the pool. If it is dropped without being
+/// released (its task panicked), the instance is discarded and a fresh one
+/// takes its place.
+#[derive(Debug)]
+pub struct Lease {
+    pool: Arc<Pool>,
+    instance: Option<Instance>,
+}
+
+impl Lease {
+    /// The leased instance's id.
+    pub fn instance_id(&self) -> u64 {
+        self.instance
+            .as_ref()
+            .map_or(0, |instance| instance.info.id)
+    }
+
+    /// Run `call` on the leased instance.
+    pub async fn call(&mut self, call: Call) -> Result<Result<Reply, HandlerError>, CallFailure> {
+        match self.instance.as_mut() {
+            Some(instance) => instance.wasm.call(call).await,
+            None => Err(CallFailure::Trap(wasmtime::format_err!(
+                "the lease was already released"
+            ))),
+        }
+    }
+
+    /// Give the instance back; `failure` says why its last call failed, and
+    /// makes the pool replace it.
+    pub async fn release(mut self, failure: Option<String>) {
+        if let Some(instance) = self.instance.take() {
+            self.pool.check_in(instance, failure).await;
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(instance) = self.instance.take() {
+            let pool = self.pool.clone();
+            tracing::error!(
+                instance = instance.info.id,
+                "an instance was lost mid-request; replacing it"
+            );
+            pool.retire(instance);
+            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                handle.spawn(async move {
+                    match pool.create().await {
+                        Ok(fresh) => pool.make_idle(fresh),
+                        Err(error) => tracing::error!(%error, "could not replace a lost instance"),
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// A place in the wait queue, given back on drop.
+struct QueueSlot<'a>(&'a AtomicUsize);
+
+impl<'a> QueueSlot<'a> {
+    fn take(waiting: &'a AtomicUsize, capacity: usize) -> Option<Self> {
+        let before = waiting.fetch_add(1, Ordering::AcqRel);
+        let slot = Self(waiting);
+        (before < capacity).then_some(slot)
+    }
+}
+
+impl Drop for QueueSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}

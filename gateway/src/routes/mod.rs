@@ -1,0 +1,5 @@
+//! HTTP routes, one module per area; [`crate::app`] merges their routers.
+
+pub(crate) mod admin;
+pub(crate) mod files;
+pub(crate) mod health;

@@ -1,0 +1,147 @@
+//! A real gateway on a free loopback port with a temp data directory, and
+//! small HTTP helpers for the integration tests.
+
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+
+use gateway::AppState;
+use gateway::config::Config;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub struct TestServer {
+    pub addr: std::net::SocketAddr,
+    pub state: AppState,
+    pub client: reqwest::Client,
+    pub data_dir: PathBuf,
+    // Kept so the directory lives as long as the server (when we made it).
+    _dir: Option<tempfile::TempDir>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl TestServer {
+    /// A server with defaults changed by `configure`, in a fresh temp dir.
+    pub async fn start(configure: impl FnOnce(&mut Config)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut server = Self::start_in(dir.path(), configure).await;
+        server._dir = Some(dir);
+        server
+    }
+
+    /// A server on an existing data directory.
+    pub async fn start_in(data_dir: &Path, configure: impl FnOnce(&mut Config)) -> Self {
+        let mut config = Config::for_data_dir(data_dir);
+        config.instances = 2;
+        configure(&mut config);
+        let state = gateway::start(&config).await.unwrap();
+        let listener = TcpListener::bind(config.listen).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(gateway::serve(listener, state.clone(), async {
+            let _ = stopped.await;
+        }));
+        Self {
+            addr,
+            state,
+            client: reqwest::Client::new(),
+            data_dir: data_dir.to_owned(),
+            _dir: None,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub async fn put(&self, path: &str, body: Vec<u8>) -> reqwest::Response {
+        self.client
+            .put(self.url(&format!("/files/{path}")))
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(self.url(&format!("/files/{path}")))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn delete(&self, path: &str) -> reqwest::Response {
+        self.client
+            .delete(self.url(&format!("/files/{path}")))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn json(&self, path: &str) -> serde_json::Value {
+        let response = self.client.get(self.url(path)).send().await.unwrap();
+        assert!(
+            response.status().is_success(),
+            "GET {path}: {}",
+            response.status()
+        );
+        response.json().await.unwrap()
+    }
+
+    /// Send `request` as raw bytes (no URL normalisation on the way) and
+    /// return the status code of the answer.
+    pub async fn raw_status(&self, request_line: &str) -> u16 {
+        let mut stream = TcpStream::connect(self.addr).await.unwrap();
+        let request = format!(
+            "{request_line}\r\nHost: test\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        answer
+            .split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Shut down gracefully and wait until the server has stopped.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.unwrap().unwrap();
+        }
+    }
+}
+
+pub fn random_bytes(len: usize) -> Vec<u8> {
+    let mut bytes = vec![0; len];
+    rand::rng().fill_bytes(&mut bytes);
+    bytes
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Every blob file under the data directory.
+pub fn blob_files(data_dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for fan_out in std::fs::read_dir(data_dir.join("blobs")).unwrap() {
+        for blob in std::fs::read_dir(fan_out.unwrap().path()).unwrap() {
+            found.push(blob.unwrap().path());
+        }
+    }
+    found
+}
