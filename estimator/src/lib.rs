@@ -26,9 +26,18 @@ pub use samples::{Sample, read_csv, write_csv};
 pub use threshold::{Estimate, EstimateError, Method, estimate};
 pub use warmup::Warmup;
 
-/// Each instance's median memory after its warm-up, by instance id.
+/// One instance's samples, summarised.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InstanceSummary {
+    /// Median of the samples after warm-up.
+    pub median: f64,
+    /// How many samples followed the warm-up.
+    pub steady_samples: usize,
+}
+
+/// Each instance's samples after its warm-up, summarised, by instance id.
 /// Instances with no steady sample are left out.
-pub fn instance_medians(samples: &[Sample], warmup: Warmup) -> BTreeMap<u64, f64> {
+pub fn summarize(samples: &[Sample], warmup: Warmup) -> BTreeMap<u64, InstanceSummary> {
     let mut by_instance: BTreeMap<u64, Vec<(i64, u64)>> = BTreeMap::new();
     for sample in samples {
         by_instance
@@ -41,8 +50,24 @@ pub fn instance_medians(samples: &[Sample], warmup: Warmup) -> BTreeMap<u64, f64
         .filter_map(|(instance, mut series)| {
             series.sort_unstable();
             let bytes: Vec<u64> = series.into_iter().map(|(_, bytes)| bytes).collect();
-            warmup::median(warmup.steady(&bytes)).map(|median| (instance, median))
+            let steady = warmup.steady(&bytes);
+            warmup::median(steady).map(|median| {
+                let summary = InstanceSummary {
+                    median,
+                    steady_samples: steady.len(),
+                };
+                (instance, summary)
+            })
         })
+        .collect()
+}
+
+/// Each instance's median memory after its warm-up, by instance id.
+/// Instances with no steady sample are left out.
+pub fn instance_medians(samples: &[Sample], warmup: Warmup) -> BTreeMap<u64, f64> {
+    summarize(samples, warmup)
+        .into_iter()
+        .map(|(instance, summary)| (instance, summary.median))
         .collect()
 }
 
@@ -86,5 +111,6 @@ mod tests {
         assert_eq!(medians, BTreeMap::from([(1, 300.0)]));
         let all = instance_medians(&samples, Warmup::None);
         assert_eq!(all, BTreeMap::from([(1, 300.0), (2, 55.0)]));
+        assert_eq!(summarize(&samples, Warmup::Stable(2))[&1].steady_samples, 3);
     }
 }

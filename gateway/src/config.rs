@@ -8,6 +8,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use clap::Parser;
+use estimator::{Method, Warmup};
+
+use crate::recycler::Mode;
 
 /// wasm-storage gateway: stores files over HTTP, handling every request in a
 /// pool of long-lived WebAssembly instances.
@@ -58,6 +61,85 @@ pub struct Config {
     /// must implement the `storage` world of `wit/storage.wit`.
     #[arg(long, env = "WASM_STORAGE_GUEST")]
     pub guest: Option<PathBuf>,
+
+    /// How the restart threshold is kept: monitor (sample only), calibrate
+    /// (monitor, then freeze a threshold from the data and enforce it), fixed
+    /// (--threshold), or rolling (recompute over --rolling-window, never
+    /// below the calibrated value).
+    #[arg(long, env = "WASM_STORAGE_ESTIMATOR_MODE", default_value = "calibrate")]
+    pub estimator_mode: Mode,
+
+    /// Threshold method: ci-mean (the paper: upper end of the t confidence
+    /// interval of the mean of per-instance medians), prediction, or quantile.
+    #[arg(long, env = "WASM_STORAGE_ESTIMATOR_METHOD", default_value = "ci-mean")]
+    pub estimator_method: Method,
+
+    /// Significance level; the threshold is the upper alpha/2 point.
+    #[arg(long, env = "WASM_STORAGE_ESTIMATOR_ALPHA", default_value_t = 0.05)]
+    pub estimator_alpha: f64,
+
+    /// The threshold for `fixed` mode (bytes; suffixes accepted).
+    #[arg(long, env = "WASM_STORAGE_THRESHOLD")]
+    pub threshold: Option<ByteSize>,
+
+    /// How often every instance's memory is sampled.
+    #[arg(long, env = "WASM_STORAGE_SAMPLE_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub sample_interval: Duration,
+
+    /// Warm-up samples each instance's median ignores: none, first:N, or
+    /// stable:K (everything before the first K equal samples in a row).
+    #[arg(long, env = "WASM_STORAGE_WARMUP", default_value = "stable:2")]
+    pub warmup: Warmup,
+
+    /// Instances that must be ready (--calibration-samples steady samples and
+    /// --calibration-requests served) before calibration freezes the
+    /// threshold (0: every instance of the pool).
+    #[arg(long, env = "WASM_STORAGE_CALIBRATION_INSTANCES", default_value_t = 0)]
+    pub calibration_instances: usize,
+
+    /// Steady (post-warm-up) samples each of those instances needs.
+    #[arg(long, env = "WASM_STORAGE_CALIBRATION_SAMPLES", default_value_t = 6)]
+    pub calibration_samples: usize,
+
+    /// Requests each of those instances must have served: an instance that
+    /// sat idle since it started is steady, but says nothing of the workload.
+    #[arg(long, env = "WASM_STORAGE_CALIBRATION_REQUESTS", default_value_t = 20)]
+    pub calibration_requests: u64,
+
+    /// The window `rolling` mode recomputes over.
+    #[arg(long, env = "WASM_STORAGE_ROLLING_WINDOW", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub rolling_window: Duration,
+
+    /// The threshold never goes below a fresh instance's memory plus this
+    /// (bytes; suffixes accepted), so it cannot restart instances forever.
+    #[arg(
+        long,
+        env = "WASM_STORAGE_THRESHOLD_FLOOR_MARGIN",
+        default_value = "256KiB"
+    )]
+    pub threshold_floor_margin: ByteSize,
+
+    /// Largest fraction of the pool replaced for the threshold at once
+    /// (at least one instance).
+    #[arg(
+        long,
+        env = "WASM_STORAGE_MAX_RECYCLING_FRACTION",
+        default_value_t = 0.25
+    )]
+    pub max_recycling_fraction: f64,
+
+    /// Requests an instance must have served before the threshold may
+    /// replace it.
+    #[arg(
+        long,
+        env = "WASM_STORAGE_MIN_REQUESTS_BEFORE_RECYCLE",
+        default_value_t = 1
+    )]
+    pub min_requests_before_recycle: u64,
+
+    /// How long samples are kept in the metadata database.
+    #[arg(long, env = "WASM_STORAGE_SAMPLE_RETENTION", default_value = "6h", value_parser = humantime::parse_duration)]
+    pub sample_retention: Duration,
 }
 
 impl Config {

@@ -11,7 +11,8 @@
 //! - [`runtime`]: the wasmtime engine, the component's bindings, host state,
 //!   the memory limiter and the host side of the `volume` interface.
 //! - [`pool`]: the instance pool, the dispatcher and its wait queue, and
-//!   drain-and-replace.
+//!   drain-and-replace (at check-in, above the threshold).
+//! - [`recycler`]: the embedded estimator task: samples, modes, threshold.
 //! - `routes`: the HTTP interface (`files`, `admin`, `health`).
 //! - [`error`]: every client-visible error and its status code.
 //! - `procstat`: process RSS and private-dirty bytes from `/proc/self`.
@@ -20,6 +21,7 @@ pub mod config;
 pub mod error;
 pub mod pool;
 pub mod procstat;
+pub mod recycler;
 pub mod runtime;
 
 mod routes;
@@ -34,6 +36,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::config::Config;
 use crate::pool::{Pool, PoolConfig};
+use crate::recycler::{EstimatorConfig, Recycler};
 use crate::runtime::{BUILTIN_GUEST, Runtime, RuntimeLimits};
 use volume::Volume;
 
@@ -42,6 +45,7 @@ use volume::Volume;
 pub struct AppState {
     pub pool: Arc<Pool>,
     pub volume: Arc<Volume>,
+    pub recycler: Arc<Recycler>,
     /// Largest accepted upload, in bytes.
     pub max_body: u64,
 }
@@ -72,15 +76,40 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
             size: config.instances as usize,
             queue_capacity: config.queue_capacity,
             queue_timeout: config.queue_timeout,
+            min_requests_before_recycle: config.min_requests_before_recycle,
+            max_recycling: ((config.instances as f64 * config.max_recycling_fraction).floor()
+                as usize)
+                .max(1),
         },
     )
     .await
     .map_err(anyhow::Error::from)
     .context("starting the instance pool")?;
     tracing::info!(instances = config.instances, "instance pool ready");
+    let recycler = Recycler::new(
+        pool.clone(),
+        volume.clone(),
+        EstimatorConfig {
+            mode: config.estimator_mode,
+            method: config.estimator_method,
+            alpha: config.estimator_alpha,
+            fixed_threshold: config.threshold.map(|size| size.0),
+            warmup: config.warmup,
+            sample_interval: config.sample_interval,
+            calibration_instances: config.calibration_instances,
+            calibration_samples: config.calibration_samples,
+            calibration_requests: config.calibration_requests,
+            rolling_window: config.rolling_window,
+            floor_margin: config.threshold_floor_margin.0,
+            retention: config.sample_retention,
+        },
+    )
+    .map_err(anyhow::Error::msg)?;
+    tokio::spawn(recycler.clone().run());
     Ok(AppState {
         pool,
         volume,
+        recycler,
         max_body: config.max_body.0,
     })
 }
@@ -105,6 +134,7 @@ pub async fn serve(
     axum::serve(listener, app(state.clone()))
         .with_graceful_shutdown(shutdown)
         .await?;
+    state.recycler.stop();
     state.pool.close();
     state.volume.close().await;
     Ok(())

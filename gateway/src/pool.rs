@@ -20,7 +20,7 @@ use tokio::sync::{Semaphore, TryAcquireError, oneshot};
 use crate::runtime::bindings::exports::wasm_storage::storage::handler::HandlerError;
 use crate::runtime::{Call, CallFailure, Reply, Runtime, WasmInstance};
 
-/// How the dispatcher queues requests.
+/// How the dispatcher queues requests and when instances may be recycled.
 #[derive(Debug, Clone)]
 pub struct PoolConfig {
     /// Instances kept serving.
@@ -29,6 +29,11 @@ pub struct PoolConfig {
     pub queue_capacity: usize,
     /// Longest a request waits for an idle instance.
     pub queue_timeout: Duration,
+    /// Requests an instance must have served before the memory threshold
+    /// may replace it.
+    pub min_requests_before_recycle: u64,
+    /// Most instances being replaced for the threshold at once.
+    pub max_recycling: usize,
 }
 
 /// Why a request got no answer from an instance.
@@ -54,6 +59,8 @@ pub enum ReplaceReason {
     Trap,
     /// An operator asked for it through the admin API.
     Requested,
+    /// Its linear memory went above the restart threshold.
+    Threshold,
 }
 
 /// What an instance is doing, as shown by the admin API.
@@ -75,7 +82,41 @@ struct InstanceInfo {
     memory: Arc<AtomicU64>,
     requests: AtomicU64,
     busy: AtomicBool,
-    draining: AtomicBool,
+    /// Set when the instance must take no new request; says why.
+    drain: Mutex<Option<ReplaceReason>>,
+}
+
+impl InstanceInfo {
+    fn drain_reason(&self) -> Option<ReplaceReason> {
+        *self
+            .drain
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Mark draining for `reason`; false if it was draining already.
+    fn start_draining(&self, reason: ReplaceReason) -> bool {
+        let mut drain = self
+            .drain
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if drain.is_some() {
+            return false;
+        }
+        *drain = Some(reason);
+        true
+    }
+
+    fn stop_draining(&self) {
+        *self
+            .drain
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        self.memory.load(Ordering::Relaxed)
+    }
 }
 
 /// A snapshot of one instance.
@@ -112,6 +153,13 @@ pub struct Pool {
     idle_permits: Semaphore,
     waiting: AtomicUsize,
     next_id: AtomicU64,
+    /// Replace instances above this many bytes of linear memory (0: never).
+    threshold: AtomicU64,
+    /// Replacements for the threshold under way.
+    recycling: AtomicUsize,
+    /// Linear memory of the most recently created instance: what a fresh
+    /// instance holds.
+    baseline: AtomicU64,
 }
 
 impl Pool {
@@ -124,6 +172,9 @@ impl Pool {
             idle_permits: Semaphore::new(0),
             waiting: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
+            threshold: AtomicU64::new(0),
+            recycling: AtomicUsize::new(0),
+            baseline: AtomicU64::new(0),
         });
         for _ in 0..pool.config.size {
             let instance = pool.create().await?;
@@ -193,7 +244,9 @@ impl Pool {
         })
     }
 
-    /// Hand a finished instance back, replacing it if it failed or drains.
+    /// Hand a finished instance back, replacing it if it failed, drains, or
+    /// grew above the threshold (memory only grows during requests, so this
+    /// check catches every crossing the moment it happens).
     async fn check_in(&self, instance: Instance, failure: Option<String>) {
         let info = instance.info.clone();
         info.requests.fetch_add(1, Ordering::Relaxed);
@@ -202,17 +255,74 @@ impl Pool {
             self.retire(instance);
             return;
         }
-        match failure {
-            Some(failure) => {
-                tracing::warn!(instance = info.id, %failure, "instance failed; replacing it");
-                self.replace(instance, ReplaceReason::Trap).await;
-            }
-            None if info.draining.load(Ordering::Relaxed) => {
-                let reason = ReplaceReason::Requested;
-                self.replace(instance, reason).await;
-            }
-            None => self.make_idle(instance),
+        if let Some(failure) = failure {
+            tracing::warn!(instance = info.id, %failure, "instance failed; replacing it");
+            self.replace(instance, ReplaceReason::Trap).await;
+        } else if let Some(reason) = info.drain_reason() {
+            self.replace(instance, reason).await;
+        } else if self.over_threshold(&info) && self.reserve_recycling() {
+            info.start_draining(ReplaceReason::Threshold);
+            self.replace(instance, ReplaceReason::Threshold).await;
+            self.recycling.fetch_sub(1, Ordering::AcqRel);
+        } else {
+            self.make_idle(instance);
         }
+    }
+
+    /// Set the restart threshold in bytes; `None` turns recycling off.
+    pub fn set_threshold(&self, threshold: Option<u64>) {
+        self.threshold
+            .store(threshold.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    pub fn threshold(&self) -> Option<u64> {
+        Some(self.threshold.load(Ordering::Relaxed)).filter(|&t| t > 0)
+    }
+
+    /// Linear memory of a fresh instance, in bytes.
+    pub fn baseline_bytes(&self) -> u64 {
+        self.baseline.load(Ordering::Relaxed)
+    }
+
+    fn over_threshold(&self, info: &InstanceInfo) -> bool {
+        self.threshold()
+            .is_some_and(|threshold| info.memory_bytes() > threshold)
+            && info.requests.load(Ordering::Relaxed) >= self.config.min_requests_before_recycle
+    }
+
+    /// Take one of the `max_recycling` places; false when all are taken.
+    fn reserve_recycling(&self) -> bool {
+        let cap = self.config.max_recycling.max(1);
+        self.recycling
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < cap).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Replace every idle instance above the threshold (busy ones are
+    /// checked when their request ends). Returns how many were replaced.
+    pub async fn enforce(&self) -> usize {
+        let candidates: Vec<u64> = self
+            .lock()
+            .idle
+            .iter()
+            .filter(|instance| {
+                instance.info.drain_reason().is_none() && self.over_threshold(&instance.info)
+            })
+            .map(|instance| instance.info.id)
+            .collect();
+        let mut replaced = 0;
+        for id in candidates {
+            if !self.reserve_recycling() {
+                break;
+            }
+            if self.drain(id, ReplaceReason::Threshold).await {
+                replaced += 1;
+            }
+            self.recycling.fetch_sub(1, Ordering::AcqRel);
+        }
+        replaced
     }
 
     /// Mark instance `id` draining: it takes no new request and is replaced
@@ -222,14 +332,14 @@ impl Pool {
         let Some(info) = self.lock().live.get(&id).cloned() else {
             return false;
         };
-        if info.draining.swap(true, Ordering::Relaxed) || info.busy.load(Ordering::Relaxed) {
+        if !info.start_draining(reason) || info.busy.load(Ordering::Relaxed) {
             return true;
         }
         let fresh = match self.create().await {
             Ok(fresh) => fresh,
             Err(error) => {
                 tracing::error!(instance = id, %error, "could not create a replacement; the instance keeps serving");
-                info.draining.store(false, Ordering::Relaxed);
+                info.stop_draining();
                 return true;
             }
         };
@@ -265,7 +375,7 @@ impl Pool {
             }
             Err(error) => {
                 tracing::error!(instance = old.info.id, %error, "could not create a replacement; the instance keeps serving");
-                old.info.draining.store(false, Ordering::Relaxed);
+                old.info.stop_draining();
                 self.make_idle(old);
             }
         }
@@ -274,7 +384,8 @@ impl Pool {
     fn retired(&self, old: Instance, reason: ReplaceReason) {
         tracing::info!(
             instance = old.info.id,
-            memory_bytes = old.info.memory.load(Ordering::Relaxed),
+            memory_bytes = old.info.memory_bytes(),
+            threshold_bytes = self.threshold(),
             requests = old.info.requests.load(Ordering::Relaxed),
             ?reason,
             "replaced an instance"
@@ -291,8 +402,9 @@ impl Pool {
             memory: wasm.memory_gauge(),
             requests: AtomicU64::new(0),
             busy: AtomicBool::new(false),
-            draining: AtomicBool::new(false),
+            drain: Mutex::new(None),
         });
+        self.baseline.store(info.memory_bytes(), Ordering::Relaxed);
         self.lock().live.insert(info.id, info.clone());
         Ok(Instance { info, wasm })
     }
@@ -337,14 +449,14 @@ impl Pool {
             .values()
             .map(|info| InstanceStatus {
                 id: info.id,
-                state: if info.draining.load(Ordering::Relaxed) {
+                state: if info.drain_reason().is_some() {
                     InstanceState::Draining
                 } else if info.busy.load(Ordering::Relaxed) {
                     InstanceState::Busy
                 } else {
                     InstanceState::Idle
                 },
-                memory_bytes: info.memory.load(Ordering::Relaxed),
+                memory_bytes: info.memory_bytes(),
                 requests: info.requests.load(Ordering::Relaxed),
                 age_ms: u64::try_from(now.duration_since(info.created).as_millis())
                     .unwrap_or(u64::MAX),

@@ -215,6 +215,10 @@ impl Index {
         Ok(query.bind(limit).fetch_all(&self.pool).await?)
     }
 
+    pub(crate) fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
     pub(crate) async fn close(&self) {
         self.pool.close().await;
     }

@@ -6,6 +6,7 @@
 //! - `blobs`: blob files, written atomically (temp file, fsync, rename, fsync
 //!   of the directory).
 //! - `index`: the `files` table, migrations, paginated folder listings.
+//! - [`samples`]: the estimator's memory samples, kept in the same database.
 //!
 //! Ordering is what keeps a crash harmless: a blob is complete on disk before
 //! the row that names it commits, and a blob is removed only after the commit
@@ -15,6 +16,7 @@
 //! of rows naming its digest.
 
 pub mod path;
+pub mod samples;
 
 mod blobs;
 mod index;
@@ -30,6 +32,7 @@ use tokio::sync::Mutex;
 use crate::blobs::BlobStore;
 use crate::index::Index;
 pub use crate::path::{FilePath, PathError, Prefix};
+pub use crate::samples::{MemorySample, ProcessSample};
 
 /// Everything the index knows about one stored file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -345,13 +348,46 @@ impl Volume {
         Ok(report)
     }
 
+    /// Store one sampling round: every instance's memory and the process's.
+    pub async fn record_samples(
+        &self,
+        instances: &[MemorySample],
+        process: &ProcessSample,
+    ) -> Result<(), VolumeError> {
+        self.index.record_samples(instances, process).await
+    }
+
+    /// Instance memory samples taken in `[from_ms, to_ms]`, in time order.
+    pub async fn memory_samples(
+        &self,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<MemorySample>, VolumeError> {
+        self.index.memory_samples(from_ms, to_ms).await
+    }
+
+    /// Process memory samples taken in `[from_ms, to_ms]`, in time order.
+    pub async fn process_samples(
+        &self,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<ProcessSample>, VolumeError> {
+        self.index.process_samples(from_ms, to_ms).await
+    }
+
+    /// Forget samples taken before `before_ms`.
+    pub async fn prune_samples(&self, before_ms: i64) -> Result<u64, VolumeError> {
+        self.index.prune_samples(before_ms).await
+    }
+
     /// Close the index's connections (waits for in-flight queries).
     pub async fn close(&self) {
         self.index.close().await;
     }
 }
 
-fn now_ms() -> i64 {
+/// Milliseconds since the Unix epoch, the timestamps of the index.
+pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))

@@ -223,3 +223,51 @@ async fn listing_collapses_folders_and_pages() {
         .unwrap();
     assert!(empty.entries.is_empty());
 }
+
+#[tokio::test]
+async fn samples_are_kept_until_pruned() {
+    let (_dir, volume) = open().await;
+    let round = |t: i64| {
+        let instances = [
+            MemorySample {
+                timestamp_ms: t,
+                instance: 1,
+                bytes: 100 + t as u64,
+            },
+            MemorySample {
+                timestamp_ms: t,
+                instance: 2,
+                bytes: 200,
+            },
+        ];
+        let process = ProcessSample {
+            timestamp_ms: t,
+            rss_bytes: 10,
+            private_dirty_bytes: 5,
+        };
+        (instances, process)
+    };
+    for t in [1000, 2000, 3000] {
+        let (instances, process) = round(t);
+        volume.record_samples(&instances, &process).await.unwrap();
+    }
+    let all = volume.memory_samples(0, i64::MAX).await.unwrap();
+    assert_eq!(all.len(), 6);
+    assert_eq!(
+        all[0],
+        MemorySample {
+            timestamp_ms: 1000,
+            instance: 1,
+            bytes: 1100
+        }
+    );
+    assert_eq!(volume.memory_samples(2000, 2000).await.unwrap().len(), 2);
+    assert_eq!(volume.process_samples(0, i64::MAX).await.unwrap().len(), 3);
+
+    assert_eq!(volume.prune_samples(2500).await.unwrap(), 6);
+    assert_eq!(volume.memory_samples(0, i64::MAX).await.unwrap().len(), 2);
+    assert_eq!(
+        volume.process_samples(0, i64::MAX).await.unwrap()[0].timestamp_ms,
+        3000
+    );
+}

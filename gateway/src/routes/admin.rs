@@ -1,22 +1,28 @@
-//! `/admin/...`: the pool's state, and replacing an instance by hand.
+//! `/admin/...`: the pool's state, replacing an instance by hand, the
+//! estimator's state and settings, and the samples as CSV.
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::AppState;
 use crate::error::AppError;
 use crate::pool::{InstanceStatus, ReplaceReason};
 use crate::procstat::ProcessMemory;
+use crate::recycler::{EstimatorReport, SettingsChange};
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/admin/pool", get(pool))
         .route("/admin/pool/instances/{id}/replace", post(replace))
+        .route("/admin/estimator", get(estimator).put(change_estimator))
+        .route("/admin/samples.csv", get(samples_csv))
 }
 
 /// `GET /admin/pool`.
@@ -30,6 +36,8 @@ pub(crate) struct PoolReport {
     pub(crate) queue_waiting: usize,
     pub(crate) queue_capacity: usize,
     pub(crate) instance_memory_cap_bytes: u64,
+    /// The restart threshold in force, if any.
+    pub(crate) threshold_bytes: Option<u64>,
     pub(crate) replacements: BTreeMap<ReplaceReason, u64>,
 }
 
@@ -42,6 +50,7 @@ async fn pool(State(state): State<AppState>) -> Json<PoolReport> {
         queue_waiting: state.pool.waiting(),
         queue_capacity: state.pool.config().queue_capacity,
         instance_memory_cap_bytes: state.pool.runtime().limits().memory_cap,
+        threshold_bytes: state.pool.threshold(),
         replacements: state.pool.replacements(),
     })
 }
@@ -57,4 +66,48 @@ async fn replace(
     } else {
         Err(AppError::NoSuchInstance(id))
     }
+}
+
+/// `GET /admin/estimator`.
+async fn estimator(State(state): State<AppState>) -> Json<EstimatorReport> {
+    Json(state.recycler.report())
+}
+
+/// `PUT /admin/estimator` with a JSON body of any of `mode`, `method`,
+/// `alpha`, `threshold` (bytes). Answers with the new state.
+async fn change_estimator(
+    State(state): State<AppState>,
+    body: Bytes,
+) -> Result<Json<EstimatorReport>, AppError> {
+    let change: SettingsChange = serde_json::from_slice(&body)
+        .map_err(|e| AppError::BadRequest(format!("invalid estimator settings: {e}")))?;
+    state
+        .recycler
+        .update(change)
+        .await
+        .map(Json)
+        .map_err(AppError::BadRequest)
+}
+
+#[derive(Debug, Deserialize)]
+struct SampleRange {
+    /// Unix milliseconds, inclusive.
+    from: Option<i64>,
+    to: Option<i64>,
+}
+
+/// `GET /admin/samples.csv[?from=MS&to=MS]`: every retained instance
+/// sample as `timestamp,instance,bytes`, what `estimator threshold` reads.
+async fn samples_csv(
+    State(state): State<AppState>,
+    Query(range): Query<SampleRange>,
+) -> Result<impl IntoResponse, AppError> {
+    let samples = state
+        .recycler
+        .samples(range.from.unwrap_or(i64::MIN), range.to.unwrap_or(i64::MAX))
+        .await
+        .map_err(|e| AppError::Internal(e.to_string()))?;
+    let mut csv = Vec::new();
+    estimator::write_csv(&mut csv, &samples).map_err(|e| AppError::Internal(e.to_string()))?;
+    Ok(([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], csv))
 }

@@ -1,0 +1,380 @@
+//! Drain and replace under load: instances above the threshold are replaced
+//! continuously while clients upload and download, and no request fails.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{TestServer, random_bytes, sha256_hex};
+use gateway::config::ByteSize;
+use gateway::recycler::Mode;
+use rand::Rng;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const KIB: usize = 1 << 10;
+const MIB: usize = 1 << 20;
+
+/// What the clients did.
+#[derive(Default)]
+struct Tally {
+    requests: AtomicU64,
+    verified_bytes: AtomicU64,
+}
+
+/// `clients` concurrent clients, each uploading files of a few KiB to
+/// several MiB and reading back its own and shared files, until `until`
+/// says stop. Every response is checked: status, length, SHA-256. Panics on
+/// the first failure.
+async fn drive_load(
+    server: &TestServer,
+    clients: usize,
+    until: impl Fn() -> bool + Send + Sync + 'static,
+) -> Arc<Tally> {
+    // A shared set every client reads from.
+    let mut shared = Vec::new();
+    for i in 0..4 {
+        let content = random_bytes((64 * KIB) << i);
+        assert_eq!(
+            server
+                .put(&format!("shared/{i}"), content.clone())
+                .await
+                .status(),
+            StatusCode::CREATED
+        );
+        shared.push(content);
+    }
+    let shared = Arc::new(shared);
+    let tally = Arc::new(Tally::default());
+    let until = Arc::new(until);
+    let mut tasks = Vec::new();
+    for client in 0..clients {
+        let (http, base, shared, tally, until) = (
+            server.client.clone(),
+            server.url("/files"),
+            shared.clone(),
+            tally.clone(),
+            until.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut round = 0usize;
+            while !until() {
+                let size = match rand::rng().random_range(0..10) {
+                    0..=5 => rand::rng().random_range(4 * KIB..256 * KIB),
+                    6..=8 => rand::rng().random_range(256 * KIB..2 * MIB),
+                    _ => rand::rng().random_range(2 * MIB..6 * MIB),
+                };
+                let content = random_bytes(size);
+                let url = format!("{base}/client{client}/{}", round % 3);
+                let stored = http.put(&url).body(content.clone()).send().await.unwrap();
+                assert!(
+                    stored.status().is_success(),
+                    "PUT {url}: {}",
+                    stored.status()
+                );
+                let meta: Value = stored.json().await.unwrap();
+                assert_eq!(meta["sha256"], sha256_hex(&content).as_str());
+
+                let fetched = http.get(&url).send().await.unwrap();
+                assert_eq!(fetched.status(), StatusCode::OK, "GET {url}");
+                let body = fetched.bytes().await.unwrap();
+                assert_eq!(sha256_hex(&body), sha256_hex(&content), "GET {url}");
+
+                let which = round % shared.len();
+                let fetched = http
+                    .get(format!("{base}/shared/{which}"))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(fetched.status(), StatusCode::OK);
+                assert_eq!(
+                    sha256_hex(&fetched.bytes().await.unwrap()),
+                    sha256_hex(&shared[which])
+                );
+
+                tally.requests.fetch_add(3, Ordering::Relaxed);
+                tally
+                    .verified_bytes
+                    .fetch_add((2 * size + shared[which].len()) as u64, Ordering::Relaxed);
+                round += 1;
+            }
+        }));
+    }
+    for task in tasks {
+        // A client's panic (a failed or wrong answer) fails the test here.
+        task.await.unwrap();
+    }
+    tally
+}
+
+fn deadline(after: Duration) -> impl Fn() -> bool + Send + Sync + 'static {
+    let end = Instant::now() + after;
+    move || Instant::now() >= end
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_low_fixed_threshold_replaces_instances_continuously_without_one_failed_request() {
+    let server = TestServer::start(|config| {
+        config.instances = 4;
+        config.estimator_mode = Mode::Fixed;
+        config.threshold = Some(ByteSize(2 * MIB as u64));
+        config.sample_interval = Duration::from_millis(100);
+    })
+    .await;
+    let tally = drive_load(&server, 8, deadline(Duration::from_secs(4))).await;
+
+    let pool = server.json("/admin/pool").await;
+    let replaced = pool["replacements"]["threshold"].as_u64().unwrap_or(0);
+    let requests = tally.requests.load(Ordering::Relaxed);
+    assert!(requests >= 100, "only {requests} requests");
+    println!(
+        "fixed 2 MiB threshold: {requests} requests, {} MiB verified, {replaced} replacements, 0 failures",
+        tally.verified_bytes.load(Ordering::Relaxed) >> 20
+    );
+    assert!(
+        replaced >= 20,
+        "only {replaced} replacements in {requests} requests"
+    );
+    assert_eq!(
+        pool["replacements"].get("trap"),
+        None,
+        "no instance trapped"
+    );
+    assert_eq!(
+        pool["instances"].as_array().unwrap().len(),
+        4,
+        "the pool is whole"
+    );
+    let estimator = server.json("/admin/estimator").await;
+    assert_eq!(estimator["mode"], "fixed");
+    assert_eq!(estimator["threshold_bytes"], 2 * MIB);
+    assert_eq!(estimator["restarts"], replaced);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calibrate_sets_the_threshold_from_the_data_and_then_enforces_it() {
+    let server = TestServer::start(|config| {
+        config.instances = 4;
+        config.estimator_mode = Mode::Calibrate;
+        config.sample_interval = Duration::from_millis(50);
+        config.calibration_samples = 3;
+        config.calibration_requests = 10;
+    })
+    .await;
+    let before = server.json("/admin/estimator").await;
+    assert_eq!(before["calibration"]["state"], "collecting");
+    assert_eq!(before["threshold_bytes"], Value::Null);
+
+    // Load until calibration freezes, then for two seconds more (bounded).
+    let recycler = server.state.recycler.clone();
+    let frozen_at = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let tally = drive_load(&server, 8, {
+        let frozen_at = frozen_at.clone();
+        let give_up = Instant::now() + Duration::from_secs(30);
+        move || {
+            let mut frozen_at = frozen_at.lock().unwrap();
+            if frozen_at.is_none() && recycler.report().calibration.state == "frozen" {
+                *frozen_at = Some(Instant::now());
+            }
+            let now = Instant::now();
+            now >= give_up || frozen_at.is_some_and(|at| now >= at + Duration::from_secs(2))
+        }
+    })
+    .await;
+    assert!(
+        frozen_at.lock().unwrap().is_some(),
+        "calibration never froze"
+    );
+
+    let report = server.json("/admin/estimator").await;
+    assert_eq!(report["calibration"]["state"], "frozen");
+    let threshold = report["threshold_bytes"].as_u64().unwrap();
+    assert_eq!(report["calibrated"]["threshold_bytes"], threshold);
+    assert!(report["calibrated"]["n"].as_u64().unwrap() >= 4);
+    // Set by the workload, not by the floor.
+    assert!(
+        threshold > report["floor_bytes"].as_u64().unwrap(),
+        "{report}"
+    );
+    assert!(report["calibrated"]["t"].as_f64().unwrap() > 0.0);
+    assert!(report["calibrated"].get("normality_p").is_some());
+    // Enforced: a body as large as the threshold takes its instance over it,
+    // and the instance is replaced when the request ends.
+    let before = report["restarts"].as_u64().unwrap();
+    assert_eq!(
+        server
+            .put("over", random_bytes(threshold as usize))
+            .await
+            .status(),
+        StatusCode::CREATED
+    );
+    let restarts = server.json("/admin/estimator").await["restarts"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        restarts > before,
+        "an instance above the threshold was not replaced"
+    );
+    println!(
+        "calibrate: threshold {threshold} B from n = {}, {} requests, {restarts} replacements, 0 failures",
+        report["calibrated"]["n"],
+        tally.requests.load(Ordering::Relaxed)
+    );
+
+    // The same threshold, recomputed by the library from the exported CSV of
+    // the calibration window, with the same rules.
+    let started = report["calibration"]["started_ms"].as_i64().unwrap();
+    let frozen = report["calibration"]["frozen_ms"].as_i64().unwrap();
+    let csv = server
+        .client
+        .get(server.url(&format!("/admin/samples.csv?from={started}&to={frozen}")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(csv.starts_with("timestamp,instance,bytes\n"));
+    let samples = estimator::read_csv(csv.as_bytes()).unwrap();
+    let used: Vec<u64> = report["calibration"]["instances_used"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| id.as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        used.len() as u64,
+        report["calibrated"]["n"].as_u64().unwrap()
+    );
+    let medians: Vec<f64> = estimator::summarize(&samples, estimator::Warmup::Stable(2))
+        .into_iter()
+        .filter(|(id, summary)| used.contains(id) && summary.steady_samples >= 3)
+        .map(|(_, summary)| summary.median)
+        .collect();
+    assert_eq!(medians.len(), used.len());
+    let floor = report["floor_bytes"].as_u64().unwrap();
+    let recomputed =
+        estimator::estimate(&medians, estimator::Method::CiMean, 0.05, Some(floor)).unwrap();
+    assert_eq!(recomputed.threshold_bytes, threshold);
+
+    // Changing the method at run time re-estimates from the same evidence.
+    let changed = server
+        .client
+        .put(server.url("/admin/estimator"))
+        .json(&json!({ "method": "prediction", "alpha": 0.1 }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(changed.status(), StatusCode::OK);
+    let changed: Value = changed.json().await.unwrap();
+    let prediction =
+        estimator::estimate(&medians, estimator::Method::Prediction, 0.1, Some(floor)).unwrap();
+    assert_eq!(changed["method"], "prediction");
+    assert_eq!(changed["threshold_bytes"], prediction.threshold_bytes);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_estimator_settings_are_refused() {
+    let server = TestServer::start(|_| {}).await;
+    for body in [
+        json!({ "alpha": 1.5 }),
+        json!({ "mode": "fixed" }),
+        json!({ "mode": "sometimes" }),
+        json!({ "treshold": 5 }),
+    ] {
+        let response = server
+            .client
+            .put(server.url("/admin/estimator"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{body}");
+        let error: Value = response.json().await.unwrap();
+        assert_eq!(error["error"], "bad_request");
+    }
+    // Nothing changed.
+    assert_eq!(server.json("/admin/estimator").await["mode"], "calibrate");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replacing_bloated_instances_gives_their_memory_back_to_the_os() {
+    const INSTANCES: usize = 4;
+    const BODY: usize = 48 * MIB;
+    let server = TestServer::start(|config| {
+        config.instances = INSTANCES as u32;
+        config.estimator_mode = Mode::Monitor;
+        config.sample_interval = Duration::from_millis(100);
+    })
+    .await;
+    // Grow the instances: concurrent uploads each take their own instance.
+    let mut uploads = Vec::new();
+    for i in 0..INSTANCES {
+        let (http, url) = (
+            server.client.clone(),
+            server.url(&format!("/files/big/{i}")),
+        );
+        uploads.push(tokio::spawn(async move {
+            let body = random_bytes(BODY);
+            http.put(url).body(body).send().await.unwrap().status()
+        }));
+    }
+    for upload in uploads {
+        assert_eq!(upload.await.unwrap(), StatusCode::CREATED);
+    }
+    let grown = server.json("/admin/pool").await;
+    let grown_pool = grown["total_memory_bytes"].as_u64().unwrap();
+    let grown_rss = grown["process"]["rss_bytes"].as_u64().unwrap();
+    assert!(grown_pool >= BODY as u64, "{grown_pool}");
+
+    // A threshold between fresh and bloated: every grown instance goes.
+    let response = server
+        .client
+        .put(server.url("/admin/estimator"))
+        .json(&json!({ "threshold": 8 * MIB }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let give_up = Instant::now() + Duration::from_secs(10);
+    let after = loop {
+        let pool = server.json("/admin/pool").await;
+        let all_small = pool["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["memory_bytes"].as_u64().unwrap() <= 8 * MIB as u64);
+        if all_small || Instant::now() > give_up {
+            break pool;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let after_pool = after["total_memory_bytes"].as_u64().unwrap();
+    let after_rss = after["process"]["rss_bytes"].as_u64().unwrap();
+    let given_back_by_pool = grown_pool - after_pool;
+    assert!(
+        given_back_by_pool >= BODY as u64,
+        "pool memory {grown_pool} -> {after_pool}"
+    );
+    // The process really shrank, by at least half of what the instances
+    // held (the rest of the process may move a little meanwhile).
+    let rss_drop = grown_rss.saturating_sub(after_rss);
+    println!(
+        "pool gave back {} MiB; RSS {} -> {} MiB",
+        given_back_by_pool >> 20,
+        grown_rss >> 20,
+        after_rss >> 20
+    );
+    assert!(
+        rss_drop >= given_back_by_pool / 2,
+        "RSS {grown_rss} -> {after_rss} (fell {rss_drop}) while the pool gave back {given_back_by_pool}"
+    );
+    server.stop().await;
+}
