@@ -25,6 +25,7 @@ async fn main() -> anyhow::Result<()> {
     latency().await?;
     memory_growth().await?;
     rss_after_replacement().await?;
+    replacement_time().await?;
     Ok(())
 }
 
@@ -147,7 +148,7 @@ async fn memory_growth() -> anyhow::Result<()> {
         "| start | {} |",
         kib(server.state.pool.instances()[0].memory_bytes)
     );
-    for (step, size) in [1 * MIB, 8 * MIB, 1 * MIB].into_iter().enumerate() {
+    for (step, size) in [MIB, 8 * MIB, MIB].into_iter().enumerate() {
         let response = client
             .put(server.url(&format!("/files/grow/{step}")))
             .body(random_bytes(size))
@@ -236,6 +237,40 @@ async fn rss_after_replacement() -> anyhow::Result<()> {
         mib(after_pool),
         mib(after.rss_bytes),
         mib(after.private_dirty_bytes)
+    );
+    println!();
+    Ok(())
+}
+
+/// How long replacing a grown idle instance takes: create the fresh one,
+/// swap it in, drop the old (its pages go back to the OS).
+async fn replacement_time() -> anyhow::Result<()> {
+    const ROUNDS: usize = 200;
+    let server = Server::start(1).await?;
+    let client = reqwest::Client::new();
+    let body = random_bytes(8 * MIB);
+    let mut times = Vec::new();
+    for round in 0..ROUNDS {
+        let response = client
+            .put(server.url(&format!("/files/replace/{}", round % 4)))
+            .body(body.clone())
+            .send()
+            .await?;
+        anyhow::ensure!(response.status().is_success(), "upload: {}", response.status());
+        let grown = server.state.pool.instances()[0].clone();
+        anyhow::ensure!(grown.memory_bytes > 8 * MIB as u64);
+        let start = Instant::now();
+        server.state.pool.drain(grown.id, ReplaceReason::Requested).await;
+        times.push(start.elapsed());
+        anyhow::ensure!(server.state.pool.instances()[0].id != grown.id, "not replaced");
+    }
+    println!("## Replacing a grown idle instance ({ROUNDS} rounds, 8 MiB of linear memory each)");
+    println!("| step | median | p99 |");
+    println!("|---|---|---|");
+    println!(
+        "| create fresh + swap in + drop old | {} | {} |",
+        micros(percentile(&mut times, 50.0)),
+        micros(percentile(&mut times, 99.0))
     );
     println!();
     Ok(())
