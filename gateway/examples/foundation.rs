@@ -256,13 +256,24 @@ async fn replacement_time() -> anyhow::Result<()> {
             .body(body.clone())
             .send()
             .await?;
-        anyhow::ensure!(response.status().is_success(), "upload: {}", response.status());
+        anyhow::ensure!(
+            response.status().is_success(),
+            "upload: {}",
+            response.status()
+        );
         let grown = server.state.pool.instances()[0].clone();
         anyhow::ensure!(grown.memory_bytes > 8 * MIB as u64);
         let start = Instant::now();
-        server.state.pool.drain(grown.id, ReplaceReason::Requested).await;
+        server
+            .state
+            .pool
+            .drain(grown.id, ReplaceReason::Requested)
+            .await;
         times.push(start.elapsed());
-        anyhow::ensure!(server.state.pool.instances()[0].id != grown.id, "not replaced");
+        anyhow::ensure!(
+            server.state.pool.instances()[0].id != grown.id,
+            "not replaced"
+        );
     }
     println!("## Replacing a grown idle instance ({ROUNDS} rounds, 8 MiB of linear memory each)");
     println!("| step | median | p99 |");

@@ -3,3 +3,4 @@
 pub(crate) mod admin;
 pub(crate) mod files;
 pub(crate) mod health;
+pub(crate) mod web;

@@ -1,0 +1,256 @@
+//! The web page in a real headless Chromium, driven through ChromeDriver:
+//! upload through the file input, see the file listed with its SHA-256,
+//! download it through the browser, delete it, and see the pool panel.
+//!
+//! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{TestServer, random_bytes, sha256_hex};
+use fantoccini::{Client, ClientBuilder, Locator};
+use gateway::recycler::Mode;
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::json;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// ChromeDriver on a free loopback port, killed on drop.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Driver {
+    async fn start() -> Self {
+        for binary in [CHROMIUM, CHROMEDRIVER] {
+            assert!(
+                Path::new(binary).exists(),
+                "{binary} is missing: install Debian's chromium and chromium-driver \
+                 (apt-get install chromium chromium-driver), as .ci/run does"
+            );
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let give_up = Instant::now() + Duration::from_secs(20);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < give_up, "chromedriver did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    async fn browser(&self, profile: &Path, downloads: &Path) -> Client {
+        let capabilities = json!({
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    "--disable-quic", "--window-size=1280,1000",
+                    format!("--user-data-dir={}", profile.display()),
+                ],
+                "prefs": {
+                    "download.default_directory": downloads.display().to_string(),
+                    "download.prompt_for_download": false,
+                }
+            }
+        });
+        let serde_json::Value::Object(capabilities) = capabilities else {
+            unreachable!()
+        };
+        ClientBuilder::new(HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&self.url)
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Wait until `ready` holds, polling, or fail after 20 s.
+async fn eventually<F, Fut>(what: &str, mut ready: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while !ready().await {
+        assert!(Instant::now() < give_up, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn downloaded(dir: &Path, name: &str) -> Option<PathBuf> {
+    let path = dir.join(name);
+    // Chromium writes `<name>.crdownload` first and renames when complete.
+    path.exists().then_some(path)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_browse_download_delete_and_watch_the_pool_in_chromium() {
+    let server = TestServer::start(|config| {
+        config.instances = 3;
+        config.estimator_mode = Mode::Monitor;
+        config.sample_interval = Duration::from_millis(200);
+    })
+    .await;
+    // Something to browse besides our upload.
+    server
+        .put("photos/2024/beach.jpg", b"\xff\xd8\xff fake jpeg".to_vec())
+        .await;
+    server
+        .put("notes.txt", b"remember the milk\n".to_vec())
+        .await;
+
+    let scratch = tempfile::tempdir().unwrap();
+    let (profile, downloads) = (
+        scratch.path().join("profile"),
+        scratch.path().join("downloads"),
+    );
+    std::fs::create_dir_all(&downloads).unwrap();
+    let content = random_bytes(300_000);
+    let upload = scratch.path().join("e2e-upload.bin");
+    std::fs::write(&upload, &content).unwrap();
+    let digest = sha256_hex(&content);
+
+    let driver = Driver::start().await;
+    let browser = driver.browser(&profile, &downloads).await;
+    browser.goto(&server.url("/")).await.unwrap();
+
+    // The pool panel draws one bar per instance.
+    eventually("the pool panel's bars", || async {
+        browser
+            .find_all(Locator::Css("#instances li .track"))
+            .await
+            .unwrap()
+            .len()
+            == 3
+    })
+    .await;
+    let bar = browser
+        .find(Locator::Css("#instances li .track"))
+        .await
+        .unwrap();
+    assert!(
+        bar.attr("aria-label")
+            .await
+            .unwrap()
+            .unwrap()
+            .starts_with("instance ")
+    );
+
+    // Upload through the file input.
+    let input = browser.find(Locator::Id("file-input")).await.unwrap();
+    input.send_keys(upload.to_str().unwrap()).await.unwrap();
+    let row = "tr[data-path=\"e2e-upload.bin\"]";
+    eventually("the uploaded file in the listing", || async {
+        browser.find(Locator::Css(row)).await.is_ok()
+    })
+    .await;
+    let listed = browser.find(Locator::Css(row)).await.unwrap();
+    assert_eq!(
+        listed.attr("data-sha256").await.unwrap().as_deref(),
+        Some(digest.as_str())
+    );
+    let shown = browser
+        .find(Locator::Css("#uploads code.sha"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(shown, digest, "the upload result shows the SHA-256");
+    let folder = browser.find(Locator::LinkText("photos/")).await;
+    assert!(folder.is_ok(), "folders are listed");
+
+    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("web-page.png");
+    std::fs::write(&screenshot, browser.screenshot().await.unwrap()).unwrap();
+    println!("screenshot: {}", screenshot.display());
+
+    // Download through the browser and compare bytes.
+    listed
+        .find(Locator::Css("a[download]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually("the download", || async {
+        downloaded(&downloads, "e2e-upload.bin").is_some()
+    })
+    .await;
+    let fetched = std::fs::read(downloaded(&downloads, "e2e-upload.bin").unwrap()).unwrap();
+    assert_eq!(sha256_hex(&fetched), digest);
+    assert!(fetched == content);
+
+    // Delete, confirming the dialog.
+    listed
+        .find(Locator::Css("button.danger"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser.accept_alert().await.unwrap();
+    eventually("the row to go", || async {
+        browser.find(Locator::Css(row)).await.is_err()
+    })
+    .await;
+    assert_eq!(
+        server.get("e2e-upload.bin").await.status(),
+        reqwest::StatusCode::NOT_FOUND
+    );
+
+    // Into a folder by its link: breadcrumbs follow.
+    browser
+        .find(Locator::LinkText("photos/"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually("the folder's contents", || async {
+        browser.find(Locator::LinkText("2024/")).await.is_ok()
+    })
+    .await;
+    let crumbs = browser
+        .find(Locator::Id("crumbs"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(crumbs, "root / photos");
+
+    browser.close().await.unwrap();
+    server.stop().await;
+}
