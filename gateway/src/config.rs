@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::Parser;
 use estimator::{Method, Warmup};
 
+use crate::pool::Dispatch;
 use crate::recycler::Mode;
 
 /// wasm-storage gateway: stores files over HTTP, handling every request in a
@@ -43,6 +44,11 @@ pub struct Config {
     /// get 413 before they are buffered.
     #[arg(long, env = "WASM_STORAGE_MAX_BODY", default_value = "128MiB")]
     pub max_body: ByteSize,
+
+    /// Which idle instance serves the next request: mru (most recently used;
+    /// traffic stays on few instances, so few grow) or lru (spread evenly).
+    #[arg(long, env = "WASM_STORAGE_DISPATCH", value_enum, default_value = "mru")]
+    pub dispatch: Dispatch,
 
     /// Requests that may wait for a free instance; past this they get 503.
     #[arg(long, env = "WASM_STORAGE_QUEUE_CAPACITY", default_value_t = 1024)]

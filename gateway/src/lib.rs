@@ -81,6 +81,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
             max_recycling: ((config.instances as f64 * config.max_recycling_fraction).floor()
                 as usize)
                 .max(1),
+            dispatch: config.dispatch,
         },
     )
     .await

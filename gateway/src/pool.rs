@@ -9,7 +9,7 @@
 //!
 //! Invariant: the semaphore's permits equal the number of idle instances.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -19,6 +19,16 @@ use tokio::sync::{Semaphore, TryAcquireError, oneshot};
 
 use crate::runtime::bindings::exports::wasm_storage::storage::handler::HandlerError;
 use crate::runtime::{Call, CallFailure, Reply, Runtime, WasmInstance};
+
+/// Which idle instance a request gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dispatch {
+    /// The most recently used: traffic stays on few instances, so few grow.
+    Mru,
+    /// The least recently used: traffic spreads evenly over the pool.
+    Lru,
+}
 
 /// How the dispatcher queues requests and when instances may be recycled.
 #[derive(Debug, Clone)]
@@ -34,6 +44,7 @@ pub struct PoolConfig {
     pub min_requests_before_recycle: u64,
     /// Most instances being replaced for the threshold at once.
     pub max_recycling: usize,
+    pub dispatch: Dispatch,
 }
 
 /// Why a request got no answer from an instance.
@@ -137,7 +148,8 @@ struct Instance {
 
 #[derive(Debug, Default)]
 struct State {
-    idle: Vec<Instance>,
+    /// Idle instances, least recently used at the front.
+    idle: VecDeque<Instance>,
     /// Every instance alive, idle or busy.
     live: BTreeMap<u64, Arc<InstanceInfo>>,
     replacements: BTreeMap<ReplaceReason, u64>,
@@ -232,11 +244,14 @@ impl Pool {
             }
         };
         permit.forget();
-        let instance = self
-            .lock()
-            .idle
-            .pop()
-            .expect("every idle permit stands for an idle instance");
+        let instance = {
+            let mut state = self.lock();
+            let taken = match self.config.dispatch {
+                Dispatch::Mru => state.idle.pop_back(),
+                Dispatch::Lru => state.idle.pop_front(),
+            };
+            taken.expect("every idle permit stands for an idle instance")
+        };
         instance.info.busy.store(true, Ordering::Relaxed);
         Ok(Lease {
             pool: self.clone(),
@@ -416,7 +431,7 @@ impl Pool {
             self.retire(instance);
             return;
         }
-        state.idle.push(instance);
+        state.idle.push_back(instance);
         drop(state);
         self.idle_permits.add_permits(1);
     }

@@ -210,3 +210,31 @@ async fn shutdown_finishes_the_request_in_flight() {
     );
     restarted.stop().await;
 }
+
+#[tokio::test]
+async fn lru_dispatch_spreads_requests_and_mru_keeps_them_on_one_instance() {
+    for (dispatch, expected) in [
+        (gateway::pool::Dispatch::Lru, vec![3, 3, 3]),
+        (gateway::pool::Dispatch::Mru, vec![0, 0, 9]),
+    ] {
+        let server = TestServer::start(|config| {
+            config.instances = 3;
+            config.dispatch = dispatch;
+        })
+        .await;
+        for i in 0..9 {
+            assert_eq!(
+                server.put(&format!("f{i}"), vec![1; 10]).await.status(),
+                StatusCode::CREATED
+            );
+        }
+        let pool = server.json("/admin/pool").await;
+        let mut served: Vec<u64> = instances(&pool)
+            .iter()
+            .map(|i| i["requests"].as_u64().unwrap())
+            .collect();
+        served.sort_unstable();
+        assert_eq!(served, expected, "{dispatch:?}");
+        server.stop().await;
+    }
+}
