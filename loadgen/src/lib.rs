@@ -1,0 +1,11 @@
+//! Load generator for wasm-storage.
+//!
+//! Layout:
+//! - [`corpus`]: files with normally distributed sizes and their manifest.
+//! - [`load`]: `loadgen run`: verified uploads and downloads at a
+//!   concurrency or a rate, with HDR latency percentiles.
+//!
+//! `src/main.rs` is the `loadgen` binary.
+
+pub mod corpus;
+pub mod load;

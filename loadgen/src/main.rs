@@ -1,0 +1,185 @@
+//! The `loadgen` binary: `corpus` makes files, `run` drives a gateway.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use loadgen::corpus::{self, SizeDistribution};
+use loadgen::load::{self, Op, RunSpec, Stop, Workload};
+
+#[derive(Debug, Parser)]
+#[command(name = "loadgen", version, about = "Load generator for wasm-storage")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Write N files with normally distributed sizes and a manifest of their SHA-256.
+    Corpus {
+        /// Directory to write the files and `manifest.json` into.
+        #[arg(long)]
+        dir: PathBuf,
+        /// How many files.
+        #[arg(long, default_value_t = 1024)]
+        count: usize,
+        #[command(flatten)]
+        sizes: SizeArgs,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Upload and/or download against a gateway, verifying every response.
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+struct SizeArgs {
+    /// Mean file size in bytes.
+    #[arg(long, default_value_t = 4_194_304.0)]
+    mean: f64,
+    /// Standard deviation of the size in bytes.
+    #[arg(long, default_value_t = 1_048_576.0)]
+    stddev: f64,
+    /// Sizes are clipped to at least this many bytes.
+    #[arg(long, default_value_t = 0)]
+    min_size: u64,
+    /// Sizes are clipped to at most this many bytes.
+    #[arg(long, default_value_t = 16_777_216)]
+    max_size: u64,
+}
+
+impl SizeArgs {
+    fn distribution(&self) -> SizeDistribution {
+        SizeDistribution {
+            mean: self.mean,
+            stddev: self.stddev,
+            min: self.min_size,
+            max: self.max_size,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// The gateway's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// upload, download, or mixed (half each).
+    #[arg(long, value_enum, default_value = "mixed")]
+    op: Op,
+    /// Read and write the files of this corpus (from `loadgen corpus`)
+    /// instead of random bodies of normally distributed sizes.
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    #[command(flatten)]
+    sizes: SizeArgs,
+    /// Random bodies made up front and reused (without --corpus).
+    #[arg(long, default_value_t = 32)]
+    working_set: usize,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// Pace to this many requests per second in all (default: as fast as
+    /// the concurrency allows).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Stop after this long.
+    #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "requests")]
+    duration: Option<Duration>,
+    /// Stop after this many requests.
+    #[arg(long)]
+    requests: Option<u64>,
+    /// Folder on the gateway the run's files live under.
+    #[arg(long, default_value = "loadgen")]
+    prefix: String,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Also write the summary as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Corpus {
+            dir,
+            count,
+            sizes,
+            seed,
+        } => {
+            let manifest = corpus::generate(&dir, count, sizes.distribution(), seed)?;
+            let total: u64 = manifest.files.iter().map(|f| f.size).sum();
+            println!(
+                "wrote {count} files ({:.1} MB) and {} to {}",
+                total as f64 / 1e6,
+                corpus::MANIFEST,
+                dir.display()
+            );
+        }
+        Command::Run(args) => {
+            let workload = match &args.corpus {
+                Some(dir) => Workload::Corpus {
+                    manifest: corpus::load(dir)?,
+                    dir: dir.clone(),
+                },
+                None => Workload::Sizes {
+                    sizes: args.sizes.distribution(),
+                    working_set: args.working_set,
+                },
+            };
+            let stop = match (args.duration, args.requests) {
+                (_, Some(requests)) => Stop::Requests(requests),
+                (Some(duration), None) => Stop::After(duration),
+                (None, None) => Stop::After(Duration::from_secs(30)),
+            };
+            let spec = RunSpec {
+                base_url: args.url.trim_end_matches('/').to_owned(),
+                op: args.op,
+                workload,
+                concurrency: args.concurrency,
+                rate: args.rate,
+                stop,
+                prefix: args.prefix.clone(),
+                seed: args.seed,
+            };
+            let summary = load::run(&spec, true).await?;
+            print_summary(&summary);
+            if let Some(path) = &args.json {
+                std::fs::write(path, serde_json::to_vec_pretty(&summary)?)?;
+            }
+            anyhow::ensure!(
+                summary.failed == 0,
+                "{} of {} requests failed",
+                summary.failed,
+                summary.requests
+            );
+        }
+    }
+    Ok(())
+}
+
+fn print_summary(summary: &load::Summary) {
+    let l = summary.latency_ms;
+    println!(
+        "{} requests ({} uploads, {} downloads) in {:.1} s: {:.1} req/s, {:.1} MB/s verified",
+        summary.requests,
+        summary.uploads,
+        summary.downloads,
+        summary.seconds,
+        summary.requests_per_second,
+        summary.megabytes_per_second
+    );
+    println!(
+        "latency ms: p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}",
+        l.p50, l.p90, l.p99, l.max
+    );
+    if summary.errors.is_empty() {
+        println!("errors: none");
+    } else {
+        for (kind, count) in &summary.errors {
+            println!("errors: {count} × {kind}");
+        }
+    }
+}

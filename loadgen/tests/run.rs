@@ -1,0 +1,104 @@
+//! `loadgen run` against a real gateway on a free loopback port.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use gateway::config::Config;
+use loadgen::corpus::{self, SizeDistribution};
+use loadgen::load::{self, Op, RunSpec, Stop, Workload};
+
+async fn gateway(dir: &std::path::Path) -> String {
+    let mut config = Config::for_data_dir(dir);
+    config.instances = 4;
+    let state = gateway::start(&config).await.unwrap();
+    let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(gateway::serve(listener, state, std::future::pending()));
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_normal_sizes_are_all_verified() {
+    let data = tempfile::tempdir().unwrap();
+    let url = gateway(data.path()).await;
+    let spec = RunSpec {
+        base_url: url,
+        op: Op::Mixed,
+        workload: Workload::Sizes {
+            sizes: SizeDistribution {
+                mean: 200_000.0,
+                stddev: 50_000.0,
+                min: 1,
+                max: 400_000,
+            },
+            working_set: 8,
+        },
+        concurrency: 4,
+        rate: None,
+        stop: Stop::Requests(120),
+        prefix: "t".into(),
+        seed: 3,
+    };
+    let summary = load::run(&spec, false).await.unwrap();
+    assert_eq!(summary.requests, 120);
+    assert_eq!(summary.failed, 0, "{:?}", summary.errors);
+    assert!(
+        summary.uploads > 20 && summary.downloads > 20,
+        "{summary:?}"
+    );
+    assert!(summary.latency_ms.p50 > 0.0 && summary.latency_ms.p99 >= summary.latency_ms.p50);
+    assert!(summary.megabytes_per_second > 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corpus_downloads_at_a_rate_and_a_wrong_digest_is_counted() {
+    let data = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let url = gateway(data.path()).await;
+    let sizes = SizeDistribution {
+        mean: 50_000.0,
+        stddev: 10_000.0,
+        min: 1,
+        max: 100_000,
+    };
+    let manifest = corpus::generate(files.path(), 16, sizes, 9).unwrap();
+    let spec = RunSpec {
+        base_url: url.clone(),
+        op: Op::Download,
+        workload: Workload::Corpus {
+            dir: files.path().to_owned(),
+            manifest: manifest.clone(),
+        },
+        concurrency: 2,
+        rate: Some(100.0),
+        stop: Stop::After(Duration::from_millis(500)),
+        prefix: "c".into(),
+        seed: 1,
+    };
+    let summary = load::run(&spec, false).await.unwrap();
+    assert_eq!(summary.failed, 0, "{:?}", summary.errors);
+    assert_eq!(summary.uploads, 0);
+    // Paced at 100/s for half a second: about 50, never hundreds.
+    assert!(
+        (20..=80).contains(&summary.requests),
+        "{} requests",
+        summary.requests
+    );
+
+    // A digest that does not match what the gateway answers is caught.
+    let mut lying = manifest.clone();
+    lying.files.truncate(1);
+    lying.files[0].sha256 = "0".repeat(64);
+    let spec = RunSpec {
+        workload: Workload::Corpus {
+            dir: files.path().to_owned(),
+            manifest: lying,
+        },
+        stop: Stop::Requests(5),
+        rate: None,
+        ..spec
+    };
+    let error = load::run(&spec, false).await.unwrap_err();
+    assert!(error.to_string().contains("digest mismatch"), "{error}");
+}
