@@ -4,8 +4,11 @@
 //! - [`corpus`]: files with normally distributed sizes and their manifest.
 //! - [`load`]: `loadgen run`: verified uploads and downloads at a
 //!   concurrency or a rate, with HDR latency percentiles.
+//! - [`experiment`]: the paper's experiment, arm by arm, each against a
+//!   fresh gateway process (`loadgen serve`).
 //!
 //! `src/main.rs` is the `loadgen` binary.
 
 pub mod corpus;
+pub mod experiment;
 pub mod load;

@@ -62,6 +62,9 @@ pub struct RunSpec {
     /// Folder the run's files live under.
     pub prefix: String,
     pub seed: u64,
+    /// Downloads only: trust that the files are stored already and send no
+    /// request to check (the experiment, whose setup uploaded them).
+    pub assume_stored: bool,
 }
 
 /// Latency percentiles in milliseconds.
@@ -302,7 +305,7 @@ async fn prepare(spec: &RunSpec, http: &reqwest::Client) -> anyhow::Result<Vec<I
             })
             .collect(),
     };
-    if spec.op != Op::Upload {
+    if spec.op != Op::Upload && !spec.assume_stored {
         upload_all(http, &spec.base_url, &items, spec.concurrency).await?;
     }
     Ok(items)

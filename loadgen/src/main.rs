@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use loadgen::corpus::{self, SizeDistribution};
+use loadgen::experiment::{self, Plan};
 use loadgen::load::{self, Op, RunSpec, Stop, Workload};
 
 #[derive(Debug, Parser)]
@@ -31,6 +32,64 @@ enum Command {
     },
     /// Upload and/or download against a gateway, verifying every response.
     Run(RunArgs),
+    /// The paper's experiment end to end: monitor, then thresholds from its
+    /// samples (the paper's and others), each arm on a fresh gateway.
+    Experiment {
+        /// A small version that finishes in well under two minutes.
+        #[arg(long)]
+        quick: bool,
+        #[command(flatten)]
+        plan: PlanArgs,
+        /// Directory for the sample CSVs (and work files while running).
+        #[arg(long, default_value = "experiment")]
+        out: PathBuf,
+        /// Also write the results as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Run a gateway (same flags as the `gateway` binary); the experiment
+    /// starts one per arm this way.
+    #[command(hide = true)]
+    Serve {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+/// Changes to the experiment's plan (the defaults are the paper's scale, or
+/// `--quick`'s).
+#[derive(Debug, Args)]
+struct PlanArgs {
+    /// Instances in the pool (paper: 50).
+    #[arg(long)]
+    instances: Option<u32>,
+    /// Files in the corpus (paper: 1024).
+    #[arg(long)]
+    files: Option<usize>,
+    /// Reads per instance (paper: 60).
+    #[arg(long)]
+    reads_per_instance: Option<u64>,
+    /// What stands for the paper's 10 s between samples and between reads.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    tick: Option<Duration>,
+    /// Mean file size in bytes.
+    #[arg(long)]
+    file_mean: Option<f64>,
+    /// Standard deviation of the file size in bytes.
+    #[arg(long)]
+    file_stddev: Option<f64>,
+}
+
+impl PlanArgs {
+    fn apply(&self, mut plan: Plan) -> Plan {
+        plan.instances = self.instances.unwrap_or(plan.instances);
+        plan.files = self.files.unwrap_or(plan.files);
+        plan.reads_per_instance = self.reads_per_instance.unwrap_or(plan.reads_per_instance);
+        plan.tick = self.tick.unwrap_or(plan.tick);
+        plan.sizes.mean = self.file_mean.unwrap_or(plan.sizes.mean);
+        plan.sizes.stddev = self.file_stddev.unwrap_or(plan.sizes.stddev);
+        plan
+    }
 }
 
 #[derive(Debug, Args)]
@@ -102,7 +161,36 @@ struct RunArgs {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     match Cli::parse().command {
+        Command::Serve { args } => {
+            let config = gateway::config::Config::parse_from(
+                std::iter::once("gateway".to_owned()).chain(args),
+            );
+            gateway::run(config).await?;
+        }
+        Command::Experiment {
+            quick,
+            plan,
+            out,
+            json,
+        } => {
+            let plan = plan.apply(if quick { Plan::quick() } else { Plan::full() });
+            let exe = std::env::current_exe()?;
+            let report = experiment::run(&exe, &plan, &experiment::standard_arms(), &out).await?;
+            print_report(&report);
+            if let Some(path) = &json {
+                std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+            }
+            let failed: u64 = report.arms.iter().map(|arm| arm.failed_requests).sum();
+            anyhow::ensure!(failed == 0, "{failed} requests failed");
+        }
         Command::Corpus {
             dir,
             count,
@@ -143,6 +231,7 @@ async fn main() -> anyhow::Result<()> {
                 stop,
                 prefix: args.prefix.clone(),
                 seed: args.seed,
+                assume_stored: false,
             };
             let summary = load::run(&spec, true).await?;
             print_summary(&summary);
@@ -181,5 +270,29 @@ fn print_summary(summary: &load::Summary) {
         for (kind, count) in &summary.errors {
             println!("errors: {count} × {kind}");
         }
+    }
+}
+
+fn print_report(report: &experiment::Report) {
+    let kib = |bytes: f64| bytes / 1024.0;
+    println!(
+        "| arm | threshold KiB | mean memory KiB | reduction | restarts | restarts/request | failed | p50 ms | p99 ms | mean RSS MiB |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for arm in &report.arms {
+        println!(
+            "| {} | {} | {:.0} | {:.2} % | {} | {:.4} | {} | {:.2} | {:.2} | {:.1} |",
+            arm.name,
+            arm.threshold_bytes
+                .map_or("-".to_owned(), |t| format!("{:.0}", kib(t as f64))),
+            kib(arm.mean_memory_bytes),
+            arm.reduction_percent,
+            arm.restarts,
+            arm.restarts_per_request,
+            arm.failed_requests,
+            arm.latency_p50_ms,
+            arm.latency_p99_ms,
+            arm.mean_rss_bytes / 1048576.0,
+        );
     }
 }

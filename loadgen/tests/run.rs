@@ -39,6 +39,7 @@ async fn mixed_normal_sizes_are_all_verified() {
         stop: Stop::Requests(120),
         prefix: "t".into(),
         seed: 3,
+        assume_stored: false,
     };
     let summary = load::run(&spec, false).await.unwrap();
     assert_eq!(summary.requests, 120);
@@ -75,6 +76,7 @@ async fn corpus_downloads_at_a_rate_and_a_wrong_digest_is_counted() {
         stop: Stop::After(Duration::from_millis(500)),
         prefix: "c".into(),
         seed: 1,
+        assume_stored: false,
     };
     let summary = load::run(&spec, false).await.unwrap();
     assert_eq!(summary.failed, 0, "{:?}", summary.errors);

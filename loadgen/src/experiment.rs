@@ -1,0 +1,426 @@
+//! `loadgen experiment`: the paper's experiment end to end (section 4–5).
+//!
+//! N identical instances read randomly chosen files of a corpus whose sizes
+//! are normally distributed, R reads per instance, memory sampled every
+//! tick. Time is compressed (our sampler is exact and instances are in
+//! process): one tick stands for the paper's 10 s, and reads are paced so
+//! each instance reads about once per tick, spread evenly (`--dispatch
+//! lru`), as the paper's processes each read once per 10 s.
+//!
+//! Every arm starts a fresh gateway process on the same data directory, so
+//! it starts from fresh instances and its RSS is the gateway's alone:
+//! - `monitor`: no restarts; its samples are exported as CSV;
+//! - `paper`: the threshold `estimator threshold` computes from the monitor
+//!   CSV (ci-mean, α = 0.05, warm-up stable:2), applied as a fixed threshold;
+//! - further arms: other methods and α, and a fresh instance per request.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use estimator::{Method, Warmup};
+use serde::Serialize;
+
+use crate::corpus::{self, Manifest, SizeDistribution};
+use crate::load::{self, Op, RunSpec, Stop, Workload};
+
+/// The shape of one experiment.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub instances: u32,
+    pub files: usize,
+    pub sizes: SizeDistribution,
+    pub reads_per_instance: u64,
+    /// Stands for the paper's 10 s sampling period.
+    pub tick: Duration,
+    /// Concurrent readers.
+    pub concurrency: usize,
+    pub seed: u64,
+}
+
+impl Plan {
+    /// The paper's scale: 50 instances, 1024 files, 60 reads each.
+    pub fn full() -> Self {
+        Self {
+            instances: 50,
+            files: 1024,
+            sizes: SizeDistribution {
+                mean: 2.0 * 1048576.0,
+                stddev: 0.5 * 1048576.0,
+                min: 64 * 1024,
+                max: 8 * 1048576,
+            },
+            reads_per_instance: 60,
+            tick: Duration::from_millis(1000),
+            concurrency: 8,
+            seed: 1,
+        }
+    }
+
+    /// A small version that finishes in well under two minutes.
+    pub fn quick() -> Self {
+        Self {
+            instances: 12,
+            files: 128,
+            sizes: SizeDistribution {
+                mean: 512.0 * 1024.0,
+                stddev: 128.0 * 1024.0,
+                min: 16 * 1024,
+                max: 2 * 1048576,
+            },
+            reads_per_instance: 30,
+            tick: Duration::from_millis(250),
+            concurrency: 4,
+            seed: 1,
+        }
+    }
+}
+
+/// How an arm sets the threshold.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Policy {
+    /// Sample only.
+    Monitor,
+    /// A threshold computed from the monitor arm's samples.
+    Estimated { method: Method, alpha: f64 },
+    /// Replace after every request (threshold of one byte).
+    FreshPerRequest,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Arm {
+    pub name: String,
+    pub policy: Policy,
+}
+
+/// The arms of a standard experiment.
+pub fn standard_arms() -> Vec<Arm> {
+    let estimated = |name: &str, method, alpha| Arm {
+        name: name.into(),
+        policy: Policy::Estimated { method, alpha },
+    };
+    vec![
+        Arm {
+            name: "monitor".into(),
+            policy: Policy::Monitor,
+        },
+        estimated("paper", Method::CiMean, 0.05),
+        estimated("ci-mean-a0.5", Method::CiMean, 0.5),
+        estimated("prediction-a0.05", Method::Prediction, 0.05),
+        estimated("quantile-a0.5", Method::Quantile, 0.5),
+        Arm {
+            name: "fresh-per-request".into(),
+            policy: Policy::FreshPerRequest,
+        },
+    ]
+}
+
+/// What one arm measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArmResult {
+    pub name: String,
+    pub policy: Policy,
+    pub threshold_bytes: Option<u64>,
+    /// Per sampling round, the mean over instances; then the mean over rounds.
+    pub mean_memory_bytes: f64,
+    /// Against the monitor arm, in percent (positive: less memory).
+    pub reduction_percent: f64,
+    pub restarts: u64,
+    pub restarts_per_request: f64,
+    pub requests: u64,
+    pub failed_requests: u64,
+    pub latency_p50_ms: f64,
+    pub latency_p99_ms: f64,
+    /// The gateway process's RSS, averaged over the run.
+    pub mean_rss_bytes: f64,
+    /// The sample file of this arm.
+    pub samples_csv: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub plan: Plan,
+    pub arms: Vec<ArmResult>,
+}
+
+/// Run `arms` (the first must be `monitor`) with a gateway started from
+/// `loadgen_exe serve`, writing sample CSVs into `out`.
+pub async fn run(
+    loadgen_exe: &Path,
+    plan: &Plan,
+    arms: &[Arm],
+    out: &Path,
+) -> anyhow::Result<Report> {
+    anyhow::ensure!(
+        matches!(arms.first().map(|a| &a.policy), Some(Policy::Monitor)),
+        "the first arm must be the monitor arm"
+    );
+    std::fs::create_dir_all(out)?;
+    let work = out.join("work");
+    let data_dir = work.join("data");
+    let corpus_dir = work.join("corpus");
+    let _ = std::fs::remove_dir_all(&work);
+    let manifest = corpus::generate(&corpus_dir, plan.files, plan.sizes, plan.seed)?;
+
+    // Upload the corpus once; every arm then starts fresh on the same data.
+    {
+        let gateway = Gateway::start(
+            loadgen_exe,
+            &data_dir,
+            plan,
+            &["--estimator-mode", "monitor"],
+        )
+        .await?;
+        let mut upload = read_spec(
+            &gateway.url,
+            plan,
+            &corpus_dir,
+            &manifest,
+            Stop::Requests(0),
+        );
+        upload.assume_stored = false;
+        load::run(&upload, false).await?;
+        gateway.stop()?;
+    }
+
+    let mut results: Vec<ArmResult> = Vec::new();
+    let mut monitor_samples: Option<Vec<estimator::Sample>> = None;
+    for arm in arms {
+        let threshold = match &arm.policy {
+            Policy::Monitor => None,
+            Policy::FreshPerRequest => Some(1),
+            Policy::Estimated { method, alpha } => {
+                let samples = monitor_samples.as_ref().context("no monitor samples")?;
+                // Exactly what `estimator threshold --csv monitor.csv` computes.
+                let estimate = estimator::threshold_from_samples(
+                    samples,
+                    Warmup::default(),
+                    *method,
+                    *alpha,
+                    None,
+                )?;
+                Some(estimate.threshold_bytes)
+            }
+        };
+        let threshold_arg = threshold.map(|t| t.to_string());
+        let mut flags = vec![
+            "--estimator-mode",
+            if threshold.is_some() {
+                "fixed"
+            } else {
+                "monitor"
+            },
+        ];
+        if let Some(threshold) = &threshold_arg {
+            flags.extend(["--threshold", threshold.as_str()]);
+        }
+        tracing::info!(arm = %arm.name, ?threshold, "starting arm");
+        let gateway = Gateway::start(loadgen_exe, &data_dir, plan, &flags).await?;
+        let reads = u64::from(plan.instances) * plan.reads_per_instance;
+        let spec = read_spec(
+            &gateway.url,
+            plan,
+            &corpus_dir,
+            &manifest,
+            Stop::Requests(reads),
+        );
+        let http = load::client(2)?;
+        let (stop_rss, rss_stopped) = tokio::sync::watch::channel(false);
+        let rss = tokio::spawn(sample_rss(
+            http.clone(),
+            gateway.url.clone(),
+            plan.tick,
+            rss_stopped,
+        ));
+        let summary = load::run(&spec, false).await?;
+        // One more sampling round after the last read.
+        tokio::time::sleep(plan.tick + plan.tick / 2).await;
+        stop_rss.send_replace(true);
+        let rss = rss.await.unwrap_or_default();
+        let csv = http
+            .get(format!("{}/admin/samples.csv", gateway.url))
+            .send()
+            .await?
+            .text()
+            .await?;
+        let pool: serde_json::Value = http
+            .get(format!("{}/admin/pool", gateway.url))
+            .send()
+            .await?
+            .json()
+            .await?;
+        gateway.stop()?;
+
+        let csv_path = out.join(format!("{}.csv", arm.name));
+        std::fs::write(&csv_path, &csv)?;
+        let samples = estimator::read_csv(csv.as_bytes())?;
+        let mean_memory = time_averaged_mean(&samples);
+        if matches!(arm.policy, Policy::Monitor) {
+            monitor_samples = Some(samples);
+        }
+        let restarts = pool["replacements"]["threshold"].as_u64().unwrap_or(0);
+        let baseline = results
+            .first()
+            .map_or(mean_memory, |monitor| monitor.mean_memory_bytes);
+        results.push(ArmResult {
+            name: arm.name.clone(),
+            policy: arm.policy.clone(),
+            threshold_bytes: threshold,
+            mean_memory_bytes: mean_memory,
+            reduction_percent: 100.0 * (baseline - mean_memory) / baseline,
+            restarts,
+            restarts_per_request: restarts as f64 / summary.requests.max(1) as f64,
+            requests: summary.requests,
+            failed_requests: summary.failed,
+            latency_p50_ms: summary.latency_ms.p50,
+            latency_p99_ms: summary.latency_ms.p99,
+            mean_rss_bytes: if rss.is_empty() {
+                0.0
+            } else {
+                rss.iter().sum::<f64>() / rss.len() as f64
+            },
+            samples_csv: csv_path.display().to_string(),
+        });
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(Report {
+        plan: plan.clone(),
+        arms: results,
+    })
+}
+
+/// The read workload: the corpus, downloads only, paced so each instance
+/// reads about once per tick.
+fn read_spec(url: &str, plan: &Plan, dir: &Path, manifest: &Manifest, stop: Stop) -> RunSpec {
+    RunSpec {
+        base_url: url.to_owned(),
+        op: Op::Download,
+        workload: Workload::Corpus {
+            dir: dir.to_owned(),
+            manifest: manifest.clone(),
+        },
+        concurrency: plan.concurrency,
+        rate: Some(f64::from(plan.instances) / plan.tick.as_secs_f64()),
+        stop,
+        prefix: "experiment".into(),
+        seed: plan.seed,
+        assume_stored: true,
+    }
+}
+
+/// Mean over sampling rounds of the mean memory over the instances sampled
+/// in that round.
+pub fn time_averaged_mean(samples: &[estimator::Sample]) -> f64 {
+    let mut rounds: std::collections::BTreeMap<i64, (f64, usize)> =
+        std::collections::BTreeMap::new();
+    for sample in samples {
+        let round = rounds.entry(sample.timestamp_ms).or_default();
+        round.0 += sample.bytes as f64;
+        round.1 += 1;
+    }
+    if rounds.is_empty() {
+        return 0.0;
+    }
+    rounds.values().map(|(sum, n)| sum / *n as f64).sum::<f64>() / rounds.len() as f64
+}
+
+/// The gateway's RSS every `every`, until `stop`.
+async fn sample_rss(
+    http: reqwest::Client,
+    url: String,
+    every: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Vec<f64> {
+    let mut seen = Vec::new();
+    let mut ticks = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = stop.wait_for(|stop| *stop) => return seen,
+        }
+        let pool = match http.get(format!("{url}/admin/pool")).send().await {
+            Ok(response) => response.json::<serde_json::Value>().await.ok(),
+            Err(_) => None,
+        };
+        if let Some(rss) = pool
+            .as_ref()
+            .and_then(|pool| pool["process"]["rss_bytes"].as_f64())
+        {
+            seen.push(rss);
+        }
+    }
+}
+
+/// A gateway child process (`loadgen serve …`), killed on drop.
+struct Gateway {
+    child: Child,
+    url: String,
+}
+
+impl Gateway {
+    async fn start(
+        exe: &Path,
+        data_dir: &Path,
+        plan: &Plan,
+        flags: &[&str],
+    ) -> anyhow::Result<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let listen = format!("127.0.0.1:{port}");
+        let instances = plan.instances.to_string();
+        let tick = format!("{}ms", plan.tick.as_millis());
+        let child = Command::new(exe)
+            .arg("serve")
+            .args([
+                "--listen",
+                &listen,
+                "--instances",
+                &instances,
+                "--dispatch",
+                "lru",
+            ])
+            .args([
+                "--sample-interval",
+                &tick,
+                "--min-requests-before-recycle",
+                "1",
+            ])
+            .args(["--max-recycling-fraction", "1"])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(flags)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {} serve", exe.display()))?;
+        let gateway = Self {
+            child,
+            url: format!("http://{listen}"),
+        };
+        let give_up = Instant::now() + Duration::from_secs(60);
+        loop {
+            let health = reqwest::get(format!("{}/healthz", gateway.url)).await;
+            if health.is_ok_and(|response| response.status().is_success()) {
+                return Ok(gateway);
+            }
+            anyhow::ensure!(Instant::now() < give_up, "the gateway did not come up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn stop(mut self) -> anyhow::Result<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(())
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

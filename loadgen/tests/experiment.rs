@@ -1,0 +1,87 @@
+//! A tiny version of the paper's experiment, end to end through the real
+//! `loadgen` binary (which starts a gateway process per arm).
+
+#![allow(clippy::unwrap_used)]
+
+use std::process::Command;
+
+use estimator::{Method, Warmup};
+
+#[test]
+fn a_tiny_experiment_reports_every_arm_and_the_paper_threshold_matches_the_estimator() {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("results.json");
+    let status = Command::new(env!("CARGO_BIN_EXE_loadgen"))
+        .args([
+            "experiment",
+            "--quick",
+            "--instances",
+            "4",
+            "--files",
+            "12",
+            "--reads-per-instance",
+            "8",
+        ])
+        .args([
+            "--tick",
+            "100ms",
+            "--file-mean",
+            "200000",
+            "--file-stddev",
+            "60000",
+        ])
+        .arg("--out")
+        .arg(out.path())
+        .arg("--json")
+        .arg(&json)
+        .env("RUST_LOG", "warn")
+        .status()
+        .unwrap();
+    assert!(status.success());
+
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let arms = report["arms"].as_array().unwrap();
+    let names: Vec<&str> = arms
+        .iter()
+        .map(|arm| arm["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "monitor",
+            "paper",
+            "ci-mean-a0.5",
+            "prediction-a0.05",
+            "quantile-a0.5",
+            "fresh-per-request"
+        ]
+    );
+    for arm in arms {
+        let name = arm["name"].as_str().unwrap();
+        assert_eq!(arm["requests"], 32, "{name}: 4 instances × 8 reads");
+        assert_eq!(arm["failed_requests"], 0, "{name}");
+        assert!(arm["mean_memory_bytes"].as_f64().unwrap() > 0.0, "{name}");
+        assert!(arm["mean_rss_bytes"].as_f64().unwrap() > 0.0, "{name}");
+        assert!(arm["latency_p99_ms"].as_f64().unwrap() >= arm["latency_p50_ms"].as_f64().unwrap());
+        for field in ["reduction_percent", "restarts", "restarts_per_request"] {
+            assert!(!arm[field].is_null(), "{name}: {field}");
+        }
+        assert!(
+            std::path::Path::new(arm["samples_csv"].as_str().unwrap()).exists(),
+            "{name}"
+        );
+    }
+    assert_eq!(arms[0]["reduction_percent"], 0.0);
+    assert_eq!(arms[0]["restarts"], 0);
+    // One replacement per read when every instance is fresh for each request.
+    assert_eq!(arms[5]["restarts"], 32);
+
+    // The paper arm's threshold is what the estimator computes from the
+    // exported monitor CSV with its defaults (ci-mean, α = 0.05, stable:2).
+    let csv = std::fs::read(out.path().join("monitor.csv")).unwrap();
+    let samples = estimator::read_csv(&csv[..]).unwrap();
+    let expected =
+        estimator::threshold_from_samples(&samples, Warmup::default(), Method::CiMean, 0.05, None)
+            .unwrap();
+    assert_eq!(arms[1]["threshold_bytes"], expected.threshold_bytes);
+}
