@@ -13,7 +13,7 @@
 //! - [`pool`]: the instance pool, the dispatcher and its wait queue, and
 //!   drain-and-replace (at check-in, above the threshold).
 //! - [`recycler`]: the embedded estimator task: samples, modes, threshold.
-//! - `routes`: the HTTP interface (`files`, `admin`, `health`, `web`: the
+//! - `routes`: the HTTP interface (`files`, `admin`, `health`, `metrics`, `web`: the
 //!   page in `src/web/index.html`).
 //! - [`error`]: every client-visible error and its status code.
 //! - `procstat`: process RSS and private-dirty bytes from `/proc/self`.
@@ -122,6 +122,7 @@ pub fn app(state: AppState) -> Router {
         .merge(routes::files::router())
         .merge(routes::admin::router())
         .merge(routes::health::router())
+        .merge(routes::metrics::router())
         .merge(routes::web::router())
         .layer(TraceLayer::new_for_http())
         .with_state(state)

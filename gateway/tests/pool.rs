@@ -98,6 +98,27 @@ async fn a_trapping_request_fails_cleanly_and_its_instance_is_replaced() {
     assert_eq!(instances(&after).len(), 1);
     assert_ne!(instances(&after)[0]["id"].as_u64().unwrap(), first_id);
     assert_eq!(after["replacements"]["trap"], 1);
+
+    // The same, in Prometheus text.
+    let metrics = server
+        .client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("wasm_storage_replacements_total{reason=\"trap\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("wasm_storage_instances 1\n"), "{metrics}");
+    assert!(metrics.contains("# TYPE wasm_storage_instance_memory_bytes gauge"));
+    assert!(
+        metrics.contains("wasm_storage_instance_memory_bytes{instance=\""),
+        "{metrics}"
+    );
     server.stop().await;
 }
 

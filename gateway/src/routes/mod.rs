@@ -3,4 +3,5 @@
 pub(crate) mod admin;
 pub(crate) mod files;
 pub(crate) mod health;
+pub(crate) mod metrics;
 pub(crate) mod web;
