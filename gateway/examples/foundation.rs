@@ -62,24 +62,19 @@ async fn lifecycle() -> anyhow::Result<()> {
         drop_.push(dropped - called);
         total.push(dropped - start);
     }
-    println!(
-        "## Instance lifecycle ({ROUNDS} rounds; first call = fetch of a missing path through the volume)"
+    print_percentiles(
+        &format!(
+            "Instance lifecycle ({ROUNDS} rounds; first call = fetch of a missing path through the volume)"
+        ),
+        "step",
+        &mut [
+            ("create", create),
+            ("first call", call),
+            ("drop", drop_),
+            ("total", total),
+        ],
+        micros,
     );
-    println!("| step | median | p99 |");
-    println!("|---|---|---|");
-    for (name, samples) in [
-        ("create", &mut create),
-        ("first call", &mut call),
-        ("drop", &mut drop_),
-        ("total", &mut total),
-    ] {
-        println!(
-            "| {name} | {} | {} |",
-            micros(percentile(samples, 50.0)),
-            micros(percentile(samples, 99.0))
-        );
-    }
-    println!();
     Ok(())
 }
 
@@ -120,20 +115,15 @@ async fn latency() -> anyhow::Result<()> {
         downloads.push(start.elapsed());
         anyhow::ensure!(&bytes[..] == body.as_slice(), "download {i} differs");
     }
-    println!("## 1 MiB requests over loopback HTTP ({ROUNDS} each, one client, 16 instances)");
-    println!("| request | median | p99 |");
-    println!("|---|---|---|");
-    for (name, samples) in [
-        ("upload (PUT)", &mut uploads),
-        ("download (GET, verified)", &mut downloads),
-    ] {
-        println!(
-            "| {name} | {} | {} |",
-            millis(percentile(samples, 50.0)),
-            millis(percentile(samples, 99.0))
-        );
-    }
-    println!();
+    print_percentiles(
+        &format!("1 MiB requests over loopback HTTP ({ROUNDS} each, one client, 16 instances)"),
+        "request",
+        &mut [
+            ("upload (PUT)", uploads),
+            ("download (GET, verified)", downloads),
+        ],
+        millis,
+    );
     Ok(())
 }
 
@@ -275,15 +265,12 @@ async fn replacement_time() -> anyhow::Result<()> {
             "not replaced"
         );
     }
-    println!("## Replacing a grown idle instance ({ROUNDS} rounds, 8 MiB of linear memory each)");
-    println!("| step | median | p99 |");
-    println!("|---|---|---|");
-    println!(
-        "| create fresh + swap in + drop old | {} | {} |",
-        micros(percentile(&mut times, 50.0)),
-        micros(percentile(&mut times, 99.0))
+    print_percentiles(
+        &format!("Replacing a grown idle instance ({ROUNDS} rounds, 8 MiB of linear memory each)"),
+        "step",
+        &mut [("create fresh + swap in + drop old", times)],
+        micros,
     );
-    println!();
     Ok(())
 }
 
@@ -322,6 +309,26 @@ fn random_bytes(len: usize) -> Vec<u8> {
     let mut bytes = vec![0; len];
     rand::rng().fill_bytes(&mut bytes);
     bytes
+}
+
+/// A markdown table of medians and p99s.
+fn print_percentiles(
+    title: &str,
+    what: &str,
+    rows: &mut [(&str, Vec<Duration>)],
+    unit: fn(Duration) -> String,
+) {
+    println!("## {title}");
+    println!("| {what} | median | p99 |");
+    println!("|---|---|---|");
+    for (name, samples) in rows {
+        println!(
+            "| {name} | {} | {} |",
+            unit(percentile(samples, 50.0)),
+            unit(percentile(samples, 99.0))
+        );
+    }
+    println!();
 }
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {

@@ -240,6 +240,27 @@ async fn calibrate_sets_the_threshold_from_the_data_and_then_enforces_it() {
         .await
         .unwrap();
     assert!(csv.starts_with("timestamp,instance,bytes\n"));
+    let process = server
+        .client
+        .get(server.url("/admin/process-samples.csv"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut rows = process.lines();
+    assert_eq!(rows.next(), Some("timestamp,rss_bytes,private_dirty_bytes"));
+    let first: Vec<u64> = rows
+        .next()
+        .unwrap()
+        .split(',')
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert!(
+        first[1] > 0 && first[2] > 0 && first[2] <= first[1],
+        "{first:?}"
+    );
     let samples = estimator::read_csv(csv.as_bytes()).unwrap();
     let used: Vec<u64> = report["calibration"]["instances_used"]
         .as_array()

@@ -227,24 +227,22 @@ pub async fn run(
             Stop::Requests(reads),
         );
         let http = load::client(2)?;
-        let (stop_rss, rss_stopped) = tokio::sync::watch::channel(false);
-        let rss = tokio::spawn(sample_rss(
-            http.clone(),
-            gateway.url.clone(),
-            plan.tick,
-            rss_stopped,
-        ));
         let summary = load::run(&spec, false).await?;
         // One more sampling round after the last read.
         tokio::time::sleep(plan.tick + plan.tick / 2).await;
-        stop_rss.send_replace(true);
-        let rss = rss.await.unwrap_or_default();
         let csv = http
             .get(format!("{}/admin/samples.csv", gateway.url))
             .send()
             .await?
             .text()
             .await?;
+        let process_csv = http
+            .get(format!("{}/admin/process-samples.csv", gateway.url))
+            .send()
+            .await?
+            .text()
+            .await?;
+        let rss = column_mean(&process_csv, 1);
         let pool: serde_json::Value = http
             .get(format!("{}/admin/pool", gateway.url))
             .send()
@@ -276,11 +274,7 @@ pub async fn run(
             failed_requests: summary.failed,
             latency_p50_ms: summary.latency_ms.p50,
             latency_p99_ms: summary.latency_ms.p99,
-            mean_rss_bytes: if rss.is_empty() {
-                0.0
-            } else {
-                rss.iter().sum::<f64>() / rss.len() as f64
-            },
+            mean_rss_bytes: rss,
             samples_csv: csv_path.display().to_string(),
         });
     }
@@ -326,30 +320,17 @@ pub fn time_averaged_mean(samples: &[estimator::Sample]) -> f64 {
     rounds.values().map(|(sum, n)| sum / *n as f64).sum::<f64>() / rounds.len() as f64
 }
 
-/// The gateway's RSS every `every`, until `stop`.
-async fn sample_rss(
-    http: reqwest::Client,
-    url: String,
-    every: Duration,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) -> Vec<f64> {
-    let mut seen = Vec::new();
-    let mut ticks = tokio::time::interval(every);
-    loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            _ = stop.wait_for(|stop| *stop) => return seen,
-        }
-        let pool = match http.get(format!("{url}/admin/pool")).send().await {
-            Ok(response) => response.json::<serde_json::Value>().await.ok(),
-            Err(_) => None,
-        };
-        if let Some(rss) = pool
-            .as_ref()
-            .and_then(|pool| pool["process"]["rss_bytes"].as_f64())
-        {
-            seen.push(rss);
-        }
+/// The mean of column `index` of a CSV with a header line.
+fn column_mean(csv: &str, index: usize) -> f64 {
+    let values: Vec<f64> = csv
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split(',').nth(index)?.trim().parse().ok())
+        .collect();
+    if values.is_empty() {
+        0.0
+    } else {
+        values.iter().sum::<f64>() / values.len() as f64
     }
 }
 

@@ -23,6 +23,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/admin/pool/instances/{id}/replace", post(replace))
         .route("/admin/estimator", get(estimator).put(change_estimator))
         .route("/admin/samples.csv", get(samples_csv))
+        .route("/admin/process-samples.csv", get(process_samples_csv))
 }
 
 /// `GET /admin/pool`.
@@ -109,5 +110,26 @@ async fn samples_csv(
         .map_err(|e| AppError::Internal(e.to_string()))?;
     let mut csv = Vec::new();
     estimator::write_csv(&mut csv, &samples).map_err(|e| AppError::Internal(e.to_string()))?;
+    Ok(([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], csv))
+}
+
+/// `GET /admin/process-samples.csv[?from=MS&to=MS]`: the gateway's own
+/// memory at every sampling round, `timestamp,rss_bytes,private_dirty_bytes`.
+async fn process_samples_csv(
+    State(state): State<AppState>,
+    Query(range): Query<SampleRange>,
+) -> Result<impl IntoResponse, AppError> {
+    let samples = state
+        .volume
+        .process_samples(range.from.unwrap_or(i64::MIN), range.to.unwrap_or(i64::MAX))
+        .await
+        .map_err(|e| AppError::Internal(e.to_string()))?;
+    let mut csv = String::from("timestamp,rss_bytes,private_dirty_bytes\n");
+    for sample in samples {
+        csv += &format!(
+            "{},{},{}\n",
+            sample.timestamp_ms, sample.rss_bytes, sample.private_dirty_bytes
+        );
+    }
     Ok(([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], csv))
 }
