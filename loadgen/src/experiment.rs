@@ -20,13 +20,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use estimator::{Method, Warmup};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::corpus::{self, Manifest, SizeDistribution};
 use crate::load::{self, Op, RunSpec, Stop, Workload};
 
 /// The shape of one experiment.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
     pub instances: u32,
     pub files: usize,
@@ -78,7 +78,7 @@ impl Plan {
 }
 
 /// How an arm sets the threshold.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Policy {
     /// Sample only.
@@ -89,7 +89,7 @@ pub enum Policy {
     FreshPerRequest,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Arm {
     pub name: String,
     pub policy: Policy,
@@ -118,7 +118,7 @@ pub fn standard_arms() -> Vec<Arm> {
 }
 
 /// What one arm measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ArmResult {
     pub name: String,
     pub policy: Policy,
@@ -139,7 +139,7 @@ pub struct ArmResult {
     pub samples_csv: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     pub plan: Plan,
     pub arms: Vec<ArmResult>,
@@ -217,6 +217,9 @@ pub async fn run(
             flags.extend(["--threshold", threshold.as_str()]);
         }
         tracing::info!(arm = %arm.name, ?threshold, "starting arm");
+        // Every arm's gateway keeps its samples in the same database: this
+        // arm's are the ones taken from now on.
+        let started_ms = unix_ms();
         let gateway = Gateway::start(loadgen_exe, &data_dir, plan, &flags).await?;
         let reads = u64::from(plan.instances) * plan.reads_per_instance;
         let spec = read_spec(
@@ -231,13 +234,19 @@ pub async fn run(
         // One more sampling round after the last read.
         tokio::time::sleep(plan.tick + plan.tick / 2).await;
         let csv = http
-            .get(format!("{}/admin/samples.csv", gateway.url))
+            .get(format!(
+                "{}/admin/samples.csv?from={started_ms}",
+                gateway.url
+            ))
             .send()
             .await?
             .text()
             .await?;
         let process_csv = http
-            .get(format!("{}/admin/process-samples.csv", gateway.url))
+            .get(format!(
+                "{}/admin/process-samples.csv?from={started_ms}",
+                gateway.url
+            ))
             .send()
             .await?
             .text()
@@ -318,6 +327,14 @@ pub fn time_averaged_mean(samples: &[estimator::Sample]) -> f64 {
         return 0.0;
     }
     rounds.values().map(|(sum, n)| sum / *n as f64).sum::<f64>() / rounds.len() as f64
+}
+
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
+        })
 }
 
 /// The mean of column `index` of a CSV with a header line.

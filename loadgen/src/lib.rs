@@ -6,9 +6,11 @@
 //!   concurrency or a rate, with HDR latency percentiles.
 //! - [`experiment`]: the paper's experiment, arm by arm, each against a
 //!   fresh gateway process (`loadgen serve`).
+//! - [`figures`]: the experiment's figures as PNG and SVG.
 //!
 //! `src/main.rs` is the `loadgen` binary.
 
 pub mod corpus;
 pub mod experiment;
+pub mod figures;
 pub mod load;

@@ -40,12 +40,22 @@ enum Command {
         quick: bool,
         #[command(flatten)]
         plan: PlanArgs,
-        /// Directory for the sample CSVs (and work files while running).
+        /// Directory for the sample CSVs and the figures (and work files
+        /// while running).
         #[arg(long, default_value = "experiment")]
         out: PathBuf,
         /// Also write the results as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
+    },
+    /// Draw the figures of a saved experiment report again.
+    Figures {
+        /// The report written by `experiment --json`.
+        #[arg(long)]
+        json: PathBuf,
+        /// Where to write the PNG and SVG files.
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Run a gateway (same flags as the `gateway` binary); the experiment
     /// starts one per arm this way.
@@ -175,6 +185,13 @@ async fn main() -> anyhow::Result<()> {
             );
             gateway::run(config).await?;
         }
+        Command::Figures { json, out } => {
+            let report: experiment::Report = serde_json::from_slice(&std::fs::read(&json)?)?;
+            std::fs::create_dir_all(&out)?;
+            for figure in loadgen::figures::draw_all(&report, &out)? {
+                println!("figure: {}", figure.display());
+            }
+        }
         Command::Experiment {
             quick,
             plan,
@@ -185,6 +202,9 @@ async fn main() -> anyhow::Result<()> {
             let exe = std::env::current_exe()?;
             let report = experiment::run(&exe, &plan, &experiment::standard_arms(), &out).await?;
             print_report(&report);
+            for figure in loadgen::figures::draw_all(&report, &out)? {
+                println!("figure: {}", figure.display());
+            }
             if let Some(path) = &json {
                 std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
             }

@@ -34,6 +34,7 @@ fn a_tiny_experiment_reports_every_arm_and_the_paper_threshold_matches_the_estim
         .arg(out.path())
         .arg("--json")
         .arg(&json)
+        .stdout(std::process::Stdio::null())
         .env("RUST_LOG", "warn")
         .status()
         .unwrap();
@@ -71,6 +72,30 @@ fn a_tiny_experiment_reports_every_arm_and_the_paper_threshold_matches_the_estim
             "{name}"
         );
     }
+    // Each arm's samples are its own: their time ranges do not overlap,
+    // and no instance's memory ever falls within one arm's series.
+    let mut previous_end = i64::MIN;
+    for arm in arms {
+        let csv = std::fs::read(arm["samples_csv"].as_str().unwrap()).unwrap();
+        let samples = estimator::read_csv(&csv[..]).unwrap();
+        let start = samples.iter().map(|s| s.timestamp_ms).min().unwrap();
+        assert!(
+            start > previous_end,
+            "{} overlaps the arm before it",
+            arm["name"]
+        );
+        previous_end = samples.iter().map(|s| s.timestamp_ms).max().unwrap();
+        let mut last = std::collections::BTreeMap::new();
+        for sample in &samples {
+            let before = last.insert(sample.instance, sample.bytes).unwrap_or(0);
+            assert!(
+                sample.bytes >= before,
+                "{}: instance {} shrank",
+                arm["name"],
+                sample.instance
+            );
+        }
+    }
     assert_eq!(arms[0]["reduction_percent"], 0.0);
     assert_eq!(arms[0]["restarts"], 0);
     // One replacement per read when every instance is fresh for each request.
@@ -78,6 +103,25 @@ fn a_tiny_experiment_reports_every_arm_and_the_paper_threshold_matches_the_estim
 
     // The paper arm's threshold is what the estimator computes from the
     // exported monitor CSV with its defaults (ci-mean, α = 0.05, stable:2).
+    // The figures are there, as PNG and SVG.
+    for figure in [
+        "mean-memory",
+        "tradeoff",
+        "memory-monitor",
+        "memory-paper",
+        "medians-monitor",
+        "medians-paper",
+    ] {
+        for extension in ["png", "svg"] {
+            let path = out.path().join(format!("{figure}.{extension}"));
+            assert!(
+                std::fs::metadata(&path).unwrap().len() > 1000,
+                "{}",
+                path.display()
+            );
+        }
+    }
+
     let csv = std::fs::read(out.path().join("monitor.csv")).unwrap();
     let samples = estimator::read_csv(&csv[..]).unwrap();
     let expected =
