@@ -46,7 +46,9 @@ pub struct Config {
     pub max_body: ByteSize,
 
     /// Which idle instance serves the next request: mru (most recently used;
-    /// traffic stays on few instances, so few grow) or lru (spread evenly).
+    /// traffic stays on few instances, so few grow), lru (spread evenly), or
+    /// memory-aware (the smallest idle instance that already holds the
+    /// request's body, else the largest).
     #[arg(long, env = "WASM_STORAGE_DISPATCH", value_enum, default_value = "mru")]
     pub dispatch: Dispatch,
 

@@ -28,6 +28,10 @@ pub enum Dispatch {
     Mru,
     /// The least recently used: traffic spreads evenly over the pool.
     Lru,
+    /// By the request's size: the smallest idle instance whose memory
+    /// already holds it, else the largest (which grows least). Large
+    /// requests keep to few instances; small ones stay on small instances.
+    MemoryAware,
 }
 
 /// How the dispatcher queues requests and when instances may be recycled.
@@ -203,12 +207,14 @@ impl Pool {
         &self.runtime
     }
 
-    /// Run `call` on an idle instance.
+    /// Run `call` on an idle instance. `size_hint` is how many body bytes
+    /// the call will buffer, when known (it steers memory-aware dispatch).
     pub async fn dispatch(
         self: &Arc<Self>,
         call: Call,
+        size_hint: Option<u64>,
     ) -> Result<Result<Reply, HandlerError>, DispatchError> {
-        let mut lease = self.lease().await?;
+        let mut lease = self.lease(size_hint).await?;
         let (answer, answered) = oneshot::channel();
         // A task of its own: a client that hangs up must not cancel storage
         // work half-way (nor leave an instance mid-call).
@@ -227,7 +233,7 @@ impl Pool {
 
     /// Take an idle instance for the caller's exclusive use, waiting in the
     /// queue if none is idle. Give it back with [`Lease::release`].
-    pub async fn lease(self: &Arc<Self>) -> Result<Lease, DispatchError> {
+    pub async fn lease(self: &Arc<Self>, size_hint: Option<u64>) -> Result<Lease, DispatchError> {
         let permit = match self.idle_permits.try_acquire() {
             Ok(permit) => permit,
             Err(TryAcquireError::Closed) => return Err(DispatchError::ShuttingDown),
@@ -249,6 +255,10 @@ impl Pool {
             let taken = match self.config.dispatch {
                 Dispatch::Mru => state.idle.pop_back(),
                 Dispatch::Lru => state.idle.pop_front(),
+                Dispatch::MemoryAware => {
+                    let need = self.baseline_bytes() + size_hint.unwrap_or(0);
+                    best_fit(&state.idle, need).and_then(|at| state.idle.remove(at))
+                }
             };
             taken.expect("every idle permit stands for an idle instance")
         };
@@ -495,6 +505,16 @@ impl Pool {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// The idle instance for a request needing `need` bytes of linear memory:
+/// the smallest that already holds it, else the largest.
+fn best_fit(idle: &VecDeque<Instance>, need: u64) -> Option<usize> {
+    let memory = |at: usize| idle[at].info.memory_bytes();
+    let fitting = (0..idle.len())
+        .filter(|&at| memory(at) >= need)
+        .min_by_key(|&at| memory(at));
+    fitting.or_else(|| (0..idle.len()).max_by_key(|&at| memory(at)))
 }
 
 /// An instance checked out of the pool. If it is dropped without being

@@ -26,7 +26,7 @@ async fn a_full_queue_answers_503_with_retry_after() {
     .await;
     server.put("f", b"x".to_vec()).await;
     // Hold the only instance, as a long request would.
-    let lease = server.state.pool.lease().await.unwrap();
+    let lease = server.state.pool.lease(None).await.unwrap();
     let refused = server.get("f").await;
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
@@ -45,7 +45,7 @@ async fn a_wait_past_the_queue_timeout_answers_503() {
         config.queue_timeout = Duration::from_millis(200);
     })
     .await;
-    let lease = server.state.pool.lease().await.unwrap();
+    let lease = server.state.pool.lease(None).await.unwrap();
     let waited = server.get("anything").await;
     assert_eq!(waited.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(waited.headers().contains_key(header::RETRY_AFTER));
@@ -258,4 +258,51 @@ async fn lru_dispatch_spreads_requests_and_mru_keeps_them_on_one_instance() {
         assert_eq!(served, expected, "{dispatch:?}");
         server.stop().await;
     }
+}
+
+#[tokio::test]
+async fn memory_aware_dispatch_keeps_large_requests_on_few_instances() {
+    let large_instances = |pool: &Value| {
+        instances(pool)
+            .iter()
+            .filter(|i| i["memory_bytes"].as_u64().unwrap() > 3 << 20)
+            .count()
+    };
+    let mut seen = Vec::new();
+    for dispatch in [
+        gateway::pool::Dispatch::MemoryAware,
+        gateway::pool::Dispatch::Lru,
+    ] {
+        let server = TestServer::start(|config| {
+            config.instances = 3;
+            config.dispatch = dispatch;
+        })
+        .await;
+        // One large upload, small ones, a large download, another large upload.
+        assert_eq!(
+            server.put("big", random_bytes(4 << 20)).await.status(),
+            StatusCode::CREATED
+        );
+        for i in 0..4 {
+            assert_eq!(
+                server
+                    .put(&format!("small{i}"), random_bytes(1000))
+                    .await
+                    .status(),
+                StatusCode::CREATED
+            );
+        }
+        assert_eq!(
+            server.get("big").await.bytes().await.unwrap().len(),
+            4 << 20
+        );
+        assert_eq!(
+            server.put("big2", random_bytes(3 << 20)).await.status(),
+            StatusCode::CREATED
+        );
+        seen.push(large_instances(&server.json("/admin/pool").await));
+        server.stop().await;
+    }
+    assert_eq!(seen[0], 1, "memory-aware: one large instance");
+    assert!(seen[1] >= 2, "lru spreads the large requests: {seen:?}");
 }

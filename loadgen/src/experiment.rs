@@ -12,7 +12,9 @@
 //! - `monitor`: no restarts; its samples are exported as CSV;
 //! - `paper`: the threshold `estimator threshold` computes from the monitor
 //!   CSV (ci-mean, α = 0.05, warm-up stable:2), applied as a fixed threshold;
-//! - further arms: other methods and α, and a fresh instance per request.
+//! - further arms: other methods and α; memory-aware dispatch without and
+//!   with the paper's threshold; and a fresh instance per request (the
+//!   lower bound).
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -93,27 +95,36 @@ pub enum Policy {
 pub struct Arm {
     pub name: String,
     pub policy: Policy,
+    /// The gateway's `--dispatch`: `lru` spreads reads evenly, as the
+    /// paper's processes each read in turn; `memory-aware` routes by size.
+    pub dispatch: String,
 }
 
 /// The arms of a standard experiment.
 pub fn standard_arms() -> Vec<Arm> {
-    let estimated = |name: &str, method, alpha| Arm {
+    let arm = |name: &str, policy, dispatch: &str| Arm {
         name: name.into(),
-        policy: Policy::Estimated { method, alpha },
+        policy,
+        dispatch: dispatch.into(),
     };
+    let estimated = |method, alpha| Policy::Estimated { method, alpha };
     vec![
-        Arm {
-            name: "monitor".into(),
-            policy: Policy::Monitor,
-        },
-        estimated("paper", Method::CiMean, 0.05),
-        estimated("ci-mean-a0.5", Method::CiMean, 0.5),
-        estimated("prediction-a0.05", Method::Prediction, 0.05),
-        estimated("quantile-a0.5", Method::Quantile, 0.5),
-        Arm {
-            name: "fresh-per-request".into(),
-            policy: Policy::FreshPerRequest,
-        },
+        arm("monitor", Policy::Monitor, "lru"),
+        arm("paper", estimated(Method::CiMean, 0.05), "lru"),
+        arm("ci-mean-a0.5", estimated(Method::CiMean, 0.5), "lru"),
+        arm(
+            "prediction-a0.05",
+            estimated(Method::Prediction, 0.05),
+            "lru",
+        ),
+        arm("quantile-a0.5", estimated(Method::Quantile, 0.5), "lru"),
+        arm("memory-aware", Policy::Monitor, "memory-aware"),
+        arm(
+            "memory-aware-paper",
+            estimated(Method::CiMean, 0.05),
+            "memory-aware",
+        ),
+        arm("fresh-per-request", Policy::FreshPerRequest, "lru"),
     ]
 }
 
@@ -170,7 +181,7 @@ pub async fn run(
             loadgen_exe,
             &data_dir,
             plan,
-            &["--estimator-mode", "monitor"],
+            &["--estimator-mode", "monitor", "--dispatch", "lru"],
         )
         .await?;
         let mut upload = read_spec(
@@ -372,14 +383,7 @@ impl Gateway {
         let tick = format!("{}ms", plan.tick.as_millis());
         let child = Command::new(exe)
             .arg("serve")
-            .args([
-                "--listen",
-                &listen,
-                "--instances",
-                &instances,
-                "--dispatch",
-                "lru",
-            ])
+            .args(["--listen", &listen, "--instances", &instances])
             .args([
                 "--sample-interval",
                 &tick,
@@ -394,7 +398,7 @@ impl Gateway {
             .stdout(Stdio::null())
             .spawn()
             .with_context(|| format!("starting {} serve", exe.display()))?;
-        let gateway = Self {
+        let mut gateway = Self {
             child,
             url: format!("http://{listen}"),
         };
@@ -403,6 +407,9 @@ impl Gateway {
             let health = reqwest::get(format!("{}/healthz", gateway.url)).await;
             if health.is_ok_and(|response| response.status().is_success()) {
                 return Ok(gateway);
+            }
+            if let Some(status) = gateway.child.try_wait()? {
+                anyhow::bail!("the gateway exited at start ({status}); its error is above");
             }
             anyhow::ensure!(Instant::now() < give_up, "the gateway did not come up");
             tokio::time::sleep(Duration::from_millis(50)).await;

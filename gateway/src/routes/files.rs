@@ -20,6 +20,7 @@ use volume::{FilePath, Prefix};
 
 use crate::AppState;
 use crate::error::AppError;
+use crate::pool::Dispatch;
 use crate::runtime::bindings::exports::wasm_storage::storage::handler::{
     ByteRange, FetchBody, FetchRequest, StoreRequest,
 };
@@ -182,7 +183,14 @@ async fn fetch(
     request: FetchRequest,
     path: &FilePath,
 ) -> Result<crate::runtime::bindings::exports::wasm_storage::storage::handler::Fetched, AppError> {
-    match state.pool.dispatch(Call::Fetch(request)).await? {
+    // Memory-aware dispatch needs the size before choosing an instance; the
+    // guest reads (and verifies) the whole file even for a range.
+    let size_hint = if request.want_body && state.pool.config().dispatch == Dispatch::MemoryAware {
+        state.volume.stat(path).await.ok().map(|meta| meta.size)
+    } else {
+        None
+    };
+    match state.pool.dispatch(Call::Fetch(request), size_hint).await? {
         Ok(Reply::Fetched(fetched)) => Ok(fetched),
         Ok(other) => Err(unexpected(&other)),
         Err(error) => Err(AppError::from_handler(error, path.as_str())),
@@ -236,7 +244,7 @@ async fn list(
         after: params.after,
         limit,
     };
-    let listing = match state.pool.dispatch(call).await? {
+    let listing = match state.pool.dispatch(call, None).await? {
         Ok(Reply::Listed(listing)) => listing,
         Ok(other) => return Err(unexpected(&other)),
         Err(error) => return Err(AppError::from_handler(error, prefix.as_str())),
@@ -293,7 +301,12 @@ async fn store_file(
             .map(str::to_owned),
         create_only: parse_if_none_match(&headers).iter().any(|tag| tag == "*"),
     };
-    let meta = match state.pool.dispatch(Call::Store { request, body }).await? {
+    let size_hint = Some(body.len() as u64);
+    let meta = match state
+        .pool
+        .dispatch(Call::Store { request, body }, size_hint)
+        .await?
+    {
         Ok(Reply::Stored(meta)) => meta,
         Ok(other) => return Err(unexpected(&other)),
         Err(error) => return Err(AppError::from_handler(error, path.as_str())),
@@ -333,7 +346,7 @@ async fn delete_file(State(state): State<AppState>, uri: Uri) -> Result<Response
     let path = FilePath::from_url(raw_path(&uri))?;
     match state
         .pool
-        .dispatch(Call::Delete(path.as_str().to_owned()))
+        .dispatch(Call::Delete(path.as_str().to_owned()), None)
         .await?
     {
         Ok(Reply::Deleted) => Ok(StatusCode::NO_CONTENT.into_response()),
