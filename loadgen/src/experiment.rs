@@ -216,13 +216,16 @@ pub async fn run(
             }
         };
         let threshold_arg = threshold.map(|t| t.to_string());
+        let mode = if threshold.is_some() {
+            "fixed"
+        } else {
+            "monitor"
+        };
         let mut flags = vec![
             "--estimator-mode",
-            if threshold.is_some() {
-                "fixed"
-            } else {
-                "monitor"
-            },
+            mode,
+            "--dispatch",
+            arm.dispatch.as_str(),
         ];
         if let Some(threshold) = &threshold_arg {
             flags.extend(["--threshold", threshold.as_str()]);

@@ -98,6 +98,24 @@ fn a_tiny_experiment_reports_every_arm_and_the_paper_threshold_matches_the_estim
             );
         }
     }
+    // Reads are spread (lru) in the monitor arm: every instance served some,
+    // so every instance grew past a fresh one's memory.
+    let monitor =
+        estimator::read_csv(&std::fs::read(out.path().join("monitor.csv")).unwrap()[..]).unwrap();
+    let mut first_and_last = std::collections::BTreeMap::new();
+    for sample in &monitor {
+        first_and_last
+            .entry(sample.instance)
+            .or_insert((sample.bytes, 0))
+            .1 = sample.bytes;
+    }
+    assert_eq!(first_and_last.len(), 4);
+    for (instance, (first, last)) in first_and_last {
+        assert!(
+            last > first,
+            "instance {instance} never served a read ({first} -> {last})"
+        );
+    }
     assert_eq!(arms[0]["reduction_percent"], 0.0);
     assert_eq!(arms[0]["restarts"], 0);
     // One replacement per read when every instance is fresh for each request.
