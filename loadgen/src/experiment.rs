@@ -12,10 +12,11 @@
 //! - `monitor`: no restarts; its samples are exported as CSV;
 //! - `paper`: the threshold `estimator threshold` computes from the monitor
 //!   CSV (ci-mean, α = 0.05, warm-up stable:2), applied as a fixed threshold;
-//! - further arms: other methods and α; memory-aware dispatch without and
-//!   with the paper's threshold; and a fresh instance per request (the
-//!   lower bound).
+//! - further arms: other methods and α; memory-aware dispatch without a
+//!   threshold, with the paper's, and with one calibrated on memory-aware
+//!   traffic; and a fresh instance per request (the lower bound).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -85,8 +86,13 @@ impl Plan {
 pub enum Policy {
     /// Sample only.
     Monitor,
-    /// A threshold computed from the monitor arm's samples.
-    Estimated { method: Method, alpha: f64 },
+    /// A threshold computed from the samples of the earlier arm `from`
+    /// (a monitor arm), as `estimator threshold` computes it.
+    Estimated {
+        method: Method,
+        alpha: f64,
+        from: String,
+    },
     /// Replace after every request (threshold of one byte).
     FreshPerRequest,
 }
@@ -107,21 +113,39 @@ pub fn standard_arms() -> Vec<Arm> {
         policy,
         dispatch: dispatch.into(),
     };
-    let estimated = |method, alpha| Policy::Estimated { method, alpha };
+    let estimated = |method, alpha, from: &str| Policy::Estimated {
+        method,
+        alpha,
+        from: from.into(),
+    };
     vec![
         arm("monitor", Policy::Monitor, "lru"),
-        arm("paper", estimated(Method::CiMean, 0.05), "lru"),
-        arm("ci-mean-a0.5", estimated(Method::CiMean, 0.5), "lru"),
+        arm("paper", estimated(Method::CiMean, 0.05, "monitor"), "lru"),
         arm(
-            "prediction-a0.05",
-            estimated(Method::Prediction, 0.05),
+            "ci-mean-a0.5",
+            estimated(Method::CiMean, 0.5, "monitor"),
             "lru",
         ),
-        arm("quantile-a0.5", estimated(Method::Quantile, 0.5), "lru"),
+        arm(
+            "prediction-a0.05",
+            estimated(Method::Prediction, 0.05, "monitor"),
+            "lru",
+        ),
+        arm(
+            "quantile-a0.5",
+            estimated(Method::Quantile, 0.5, "monitor"),
+            "lru",
+        ),
+        arm("mru", Policy::Monitor, "mru"),
         arm("memory-aware", Policy::Monitor, "memory-aware"),
         arm(
             "memory-aware-paper",
-            estimated(Method::CiMean, 0.05),
+            estimated(Method::CiMean, 0.05, "monitor"),
+            "memory-aware",
+        ),
+        arm(
+            "memory-aware-calibrated",
+            estimated(Method::CiMean, 0.05, "memory-aware"),
             "memory-aware",
         ),
         arm("fresh-per-request", Policy::FreshPerRequest, "lru"),
@@ -197,13 +221,19 @@ pub async fn run(
     }
 
     let mut results: Vec<ArmResult> = Vec::new();
-    let mut monitor_samples: Option<Vec<estimator::Sample>> = None;
+    let mut monitor_samples: BTreeMap<String, Vec<estimator::Sample>> = BTreeMap::new();
     for arm in arms {
         let threshold = match &arm.policy {
             Policy::Monitor => None,
             Policy::FreshPerRequest => Some(1),
-            Policy::Estimated { method, alpha } => {
-                let samples = monitor_samples.as_ref().context("no monitor samples")?;
+            Policy::Estimated {
+                method,
+                alpha,
+                from,
+            } => {
+                let samples = monitor_samples.get(from).with_context(|| {
+                    format!("arm {}: no earlier monitor arm named {from}", arm.name)
+                })?;
                 // Exactly what `estimator threshold --csv monitor.csv` computes.
                 let estimate = estimator::threshold_from_samples(
                     samples,
@@ -279,7 +309,7 @@ pub async fn run(
         let samples = estimator::read_csv(csv.as_bytes())?;
         let mean_memory = time_averaged_mean(&samples);
         if matches!(arm.policy, Policy::Monitor) {
-            monitor_samples = Some(samples);
+            monitor_samples.insert(arm.name.clone(), samples);
         }
         let restarts = pool["replacements"]["threshold"].as_u64().unwrap_or(0);
         let baseline = results

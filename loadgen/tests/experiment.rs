@@ -54,8 +54,10 @@ fn a_tiny_experiment_reports_every_arm_and_the_paper_threshold_matches_the_estim
             "ci-mean-a0.5",
             "prediction-a0.05",
             "quantile-a0.5",
+            "mru",
             "memory-aware",
             "memory-aware-paper",
+            "memory-aware-calibrated",
             "fresh-per-request"
         ]
     );
@@ -119,7 +121,11 @@ fn a_tiny_experiment_reports_every_arm_and_the_paper_threshold_matches_the_estim
     assert_eq!(arms[0]["reduction_percent"], 0.0);
     assert_eq!(arms[0]["restarts"], 0);
     // One replacement per read when every instance is fresh for each request.
-    assert_eq!(arms[7]["restarts"], 32);
+    assert_eq!(arms[8]["restarts"], 32);
+    assert_eq!(
+        arms[6]["threshold_bytes"], arms[1]["threshold_bytes"],
+        "both from the monitor arm"
+    );
     assert_eq!(arms[5]["restarts"], 0, "memory-aware alone never restarts");
 
     // The paper arm's threshold is what the estimator computes from the
