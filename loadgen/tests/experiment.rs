@@ -121,12 +121,13 @@ fn a_tiny_experiment_reports_every_arm_and_the_paper_threshold_matches_the_estim
     assert_eq!(arms[0]["reduction_percent"], 0.0);
     assert_eq!(arms[0]["restarts"], 0);
     // One replacement per read when every instance is fresh for each request.
-    assert_eq!(arms[8]["restarts"], 32);
+    assert_eq!(arms[9]["restarts"], 32);
     assert_eq!(
-        arms[6]["threshold_bytes"], arms[1]["threshold_bytes"],
+        arms[7]["threshold_bytes"], arms[1]["threshold_bytes"],
         "both from the monitor arm"
     );
-    assert_eq!(arms[5]["restarts"], 0, "memory-aware alone never restarts");
+    assert_eq!(arms[5]["restarts"], 0, "mru alone never restarts");
+    assert_eq!(arms[6]["restarts"], 0, "memory-aware alone never restarts");
 
     // The paper arm's threshold is what the estimator computes from the
     // exported monitor CSV with its defaults (ci-mean, α = 0.05, stable:2).
