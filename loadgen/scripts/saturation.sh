@@ -9,8 +9,8 @@ rm -rf /tmp/sat-data
 ./target/release/gateway --data-dir /tmp/sat-data --listen 127.0.0.1:8090 --estimator-mode monitor >/dev/null 2>&1 &
 gw=$!
 sleep 1.5
-cpu() { awk '{print ($14+$15)/100}' /proc/$1/stat; }
 tick=$(getconf CLK_TCK)
+cpu() { awk -v tick="$tick" '{print ($14+$15)/tick}' /proc/$1/stat; }
 echo "| concurrency | req/s | MB/s | p50 ms | p99 ms | gateway CPU s | loadgen CPU s | run s |"
 echo "|---|---|---|---|---|---|---|---|"
 for c in 1 2 4 8 16 32; do
