@@ -180,13 +180,7 @@ async fn rss_after_replacement() -> anyhow::Result<()> {
         anyhow::ensure!(upload.await??.status().is_success());
     }
     let grown = ProcessMemory::read();
-    let grown_pool: u64 = server
-        .state
-        .pool
-        .instances()
-        .iter()
-        .map(|i| i.memory_bytes)
-        .sum();
+    let grown_pool = server.pool_memory();
     let started = Instant::now();
     for instance in server.state.pool.instances() {
         server
@@ -197,13 +191,7 @@ async fn rss_after_replacement() -> anyhow::Result<()> {
     }
     let replaced_in = started.elapsed();
     let after = ProcessMemory::read();
-    let after_pool: u64 = server
-        .state
-        .pool
-        .instances()
-        .iter()
-        .map(|i| i.memory_bytes)
-        .sum();
+    let after_pool = server.pool_memory();
     println!(
         "## Process memory before and after replacing grown instances ({INSTANCES} instances, one {} MiB upload each)",
         BODY / MIB
@@ -298,6 +286,16 @@ impl Server {
             url,
             _dir: dir,
         })
+    }
+
+    /// Sum of every instance's linear memory.
+    fn pool_memory(&self) -> u64 {
+        self.state
+            .pool
+            .instances()
+            .iter()
+            .map(|i| i.memory_bytes)
+            .sum()
     }
 
     fn url(&self, path: &str) -> String {

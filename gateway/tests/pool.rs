@@ -100,15 +100,7 @@ async fn a_trapping_request_fails_cleanly_and_its_instance_is_replaced() {
     assert_eq!(after["replacements"]["trap"], 1);
 
     // The same, in Prometheus text.
-    let metrics = server
-        .client
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.text("/metrics").await;
     assert!(
         metrics.contains("wasm_storage_replacements_total{reason=\"trap\"} 1\n"),
         "{metrics}"

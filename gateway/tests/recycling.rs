@@ -231,24 +231,10 @@ async fn calibrate_sets_the_threshold_from_the_data_and_then_enforces_it() {
     let started = report["calibration"]["started_ms"].as_i64().unwrap();
     let frozen = report["calibration"]["frozen_ms"].as_i64().unwrap();
     let csv = server
-        .client
-        .get(server.url(&format!("/admin/samples.csv?from={started}&to={frozen}")))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        .text(&format!("/admin/samples.csv?from={started}&to={frozen}"))
+        .await;
     assert!(csv.starts_with("timestamp,instance,bytes\n"));
-    let process = server
-        .client
-        .get(server.url("/admin/process-samples.csv"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let process = server.text("/admin/process-samples.csv").await;
     let mut rows = process.lines();
     assert_eq!(rows.next(), Some("timestamp,rss_bytes,private_dirty_bytes"));
     let first: Vec<u64> = rows

@@ -96,6 +96,18 @@ impl TestServer {
         response.json().await.unwrap()
     }
 
+    /// The body of `GET path` as text.
+    pub async fn text(&self, path: &str) -> String {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// Send `request` as raw bytes (no URL normalisation on the way) and
     /// return the status code of the answer.
     pub async fn raw_status(&self, request_line: &str) -> u16 {
