@@ -87,16 +87,9 @@ async fn latency() -> anyhow::Result<()> {
     let (mut uploads, mut downloads) = (Vec::new(), Vec::new());
     for (i, body) in bodies.iter().enumerate() {
         let start = Instant::now();
-        let response = client
-            .put(server.url(&format!("/files/latency/{i}")))
-            .body(body.clone())
-            .send()
+        let response = server
+            .upload(&client, &format!("/files/latency/{i}"), body.clone())
             .await?;
-        anyhow::ensure!(
-            response.status().is_success(),
-            "upload: {}",
-            response.status()
-        );
         response.bytes().await?;
         uploads.push(start.elapsed());
     }
@@ -139,16 +132,9 @@ async fn memory_growth() -> anyhow::Result<()> {
         kib(server.state.pool.instances()[0].memory_bytes)
     );
     for (step, size) in [MIB, 8 * MIB, MIB].into_iter().enumerate() {
-        let response = client
-            .put(server.url(&format!("/files/grow/{step}")))
-            .body(random_bytes(size))
-            .send()
+        server
+            .upload(&client, &format!("/files/grow/{step}"), random_bytes(size))
             .await?;
-        anyhow::ensure!(
-            response.status().is_success(),
-            "upload: {}",
-            response.status()
-        );
         let memory = server.state.pool.instances()[0].memory_bytes;
         println!("| {} MiB upload | {} |", size / MIB, kib(memory));
     }
@@ -229,16 +215,13 @@ async fn replacement_time() -> anyhow::Result<()> {
     let body = random_bytes(8 * MIB);
     let mut times = Vec::new();
     for round in 0..ROUNDS {
-        let response = client
-            .put(server.url(&format!("/files/replace/{}", round % 4)))
-            .body(body.clone())
-            .send()
+        server
+            .upload(
+                &client,
+                &format!("/files/replace/{}", round % 4),
+                body.clone(),
+            )
             .await?;
-        anyhow::ensure!(
-            response.status().is_success(),
-            "upload: {}",
-            response.status()
-        );
         let grown = server.state.pool.instances()[0].clone();
         anyhow::ensure!(grown.memory_bytes > 8 * MIB as u64);
         let start = Instant::now();
@@ -286,6 +269,22 @@ impl Server {
             url,
             _dir: dir,
         })
+    }
+
+    /// `PUT path` with `body`; an error unless it succeeded.
+    async fn upload(
+        &self,
+        client: &reqwest::Client,
+        path: &str,
+        body: Vec<u8>,
+    ) -> anyhow::Result<reqwest::Response> {
+        let response = client.put(self.url(path)).body(body).send().await?;
+        anyhow::ensure!(
+            response.status().is_success(),
+            "upload {path}: {}",
+            response.status()
+        );
+        Ok(response)
     }
 
     /// Sum of every instance's linear memory.
