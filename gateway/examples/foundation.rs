@@ -9,11 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gateway::AppState;
+use gateway::budget::MemoryBudget;
 use gateway::config::Config;
 use gateway::pool::ReplaceReason;
 use gateway::procstat::ProcessMemory;
 use gateway::runtime::bindings::exports::wasm_storage::storage::handler::FetchRequest;
-use gateway::runtime::{BUILTIN_GUEST, Call, Runtime, RuntimeLimits};
+use gateway::runtime::{BUILTIN_GUEST, Runtime, RuntimeLimits};
 use rand::RngCore;
 use tokio::net::TcpListener;
 
@@ -39,7 +40,8 @@ async fn lifecycle() -> anyhow::Result<()> {
         memory_cap: 256 * MIB as u64,
         request_timeout: Duration::from_secs(60),
     };
-    let runtime = Runtime::new(BUILTIN_GUEST, Arc::new(volume), limits)?;
+    let budget = MemoryBudget::new(1 << 30);
+    let runtime = Runtime::new(BUILTIN_GUEST, Arc::new(volume), budget, limits)?;
     let (mut create, mut call, mut drop_, mut total) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
@@ -52,7 +54,7 @@ async fn lifecycle() -> anyhow::Result<()> {
             range: None,
             if_none_match: Vec::new(),
         };
-        let answer = instance.call(Call::Fetch(request)).await?;
+        let answer = instance.fetch(request).await?;
         assert!(answer.is_err(), "the file does not exist");
         let called = Instant::now();
         drop(instance);

@@ -32,18 +32,25 @@ pub struct Config {
 
     /// Most linear memory one instance may grow to (bytes; KiB/MiB/GiB
     /// suffixes accepted). A request that needs more fails with 413 and its
-    /// instance is replaced.
-    #[arg(
-        long,
-        env = "WASM_STORAGE_INSTANCE_MEMORY_CAP",
-        default_value = "256MiB"
-    )]
-    pub instance_memory_cap: ByteSize,
+    /// instance is replaced. Default: twice --max-body plus 64 MiB (an
+    /// upload of undeclared length grows its buffer by doubling), at most
+    /// the 4 GiB a 32-bit linear memory can address.
+    #[arg(long, env = "WASM_STORAGE_INSTANCE_MEMORY_CAP")]
+    pub instance_memory_cap: Option<ByteSize>,
 
-    /// Largest accepted upload body (bytes; suffixes accepted). Larger ones
-    /// get 413 before they are buffered.
-    #[arg(long, env = "WASM_STORAGE_MAX_BODY", default_value = "128MiB")]
+    /// Largest accepted upload body (bytes; suffixes accepted). A larger
+    /// declared one gets 413 before a byte of it is read; an undeclared one
+    /// when it passes the limit, with nothing stored.
+    #[arg(long, env = "WASM_STORAGE_MAX_BODY", default_value = "1GiB")]
     pub max_body: ByteSize,
+
+    /// Most linear memory the whole pool may hold: every instance's memory
+    /// plus what admitted requests reserved for their bodies (bytes;
+    /// suffixes accepted). A request that does not fit waits, then gets
+    /// 503; one that never can gets 413. Default: half the memory this
+    /// process may use (the cgroup's memory.max, else MemTotal).
+    #[arg(long, env = "WASM_STORAGE_MEMORY_BUDGET")]
+    pub memory_budget: Option<ByteSize>,
 
     /// Which idle instance serves the next request: mru (most recently used;
     /// traffic stays on few instances, so few grow), lru (spread evenly), or
@@ -60,8 +67,10 @@ pub struct Config {
     #[arg(long, env = "WASM_STORAGE_QUEUE_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub queue_timeout: Duration,
 
-    /// Longest one request may run inside an instance; past it the instance
-    /// is interrupted (the request fails with 500) and replaced.
+    /// Longest a request may go without progress: running in its instance
+    /// with no body bytes moved, or waiting on a client that sends or reads
+    /// nothing. Past it the request fails (500, or the upload with 400) and
+    /// a stuck instance is replaced.
     #[arg(long, env = "WASM_STORAGE_REQUEST_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
 
@@ -150,6 +159,9 @@ pub struct Config {
     pub sample_retention: Duration,
 }
 
+/// The 4 GiB a 32-bit linear memory can address.
+const WASM32_MEMORY_LIMIT: u64 = 4 << 30;
+
 impl Config {
     /// The defaults, with the data kept in `data_dir` and the listener on
     /// any free loopback port: what tests and embedders start from.
@@ -158,6 +170,28 @@ impl Config {
         config.data_dir = data_dir.into();
         config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
         config
+    }
+
+    /// The per-instance cap in force: the flag, or the default that
+    /// follows `--max-body`.
+    pub fn instance_memory_cap(&self) -> u64 {
+        self.instance_memory_cap.map_or_else(
+            || {
+                self.max_body
+                    .0
+                    .saturating_mul(2)
+                    .saturating_add(64 << 20)
+                    .min(WASM32_MEMORY_LIMIT)
+            },
+            |cap| cap.0,
+        )
+    }
+
+    /// The memory budget in force: the flag, or half of what this process
+    /// may use.
+    pub fn memory_budget(&self) -> u64 {
+        self.memory_budget
+            .map_or_else(|| crate::procstat::memory_limit() / 2, |budget| budget.0)
     }
 }
 
@@ -229,7 +263,11 @@ mod tests {
     fn defaults_parse() {
         let config = Config::parse_from(["gateway"]);
         assert_eq!(config.instances, 16);
-        assert_eq!(config.max_body, ByteSize(128 << 20));
-        assert_eq!(config.instance_memory_cap, ByteSize(256 << 20));
+        assert_eq!(config.max_body, ByteSize(1 << 30));
+        assert_eq!(config.instance_memory_cap(), (2 << 30) + (64 << 20));
+        assert!(config.memory_budget() > 0);
+        let mut large = config.clone();
+        large.max_body = ByteSize(3 << 30);
+        assert_eq!(large.instance_memory_cap(), 4 << 30);
     }
 }

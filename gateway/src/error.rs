@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::pool::DispatchError;
 use crate::runtime::CallFailure;
 use crate::runtime::bindings::exports::wasm_storage::storage::handler::HandlerError;
+use crate::runtime::bindings::wasm_storage::storage::body::BodyError;
 use crate::runtime::bindings::wasm_storage::storage::types::VolumeError;
 
 /// Seconds a client is told to wait after a 503.
@@ -30,6 +31,10 @@ pub enum AppError {
     BodyTooLarge { limit: u64 },
     #[error("handling this request needs more memory than an instance may use ({cap} bytes)")]
     InstanceMemory { cap: u64 },
+    /// More than the whole memory budget could ever give, or (undeclared
+    /// uploads) more than it had free as the body grew.
+    #[error("{0}")]
+    OverBudget(String),
     #[error("the range does not overlap the file's {size} bytes")]
     RangeNotSatisfiable { size: u64 },
     #[error("{0}")]
@@ -61,6 +66,7 @@ impl AppError {
             Self::InstanceMemory { .. } => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "instance_memory_exceeded")
             }
+            Self::OverBudget(_) => (StatusCode::PAYLOAD_TOO_LARGE, "over_memory_budget"),
             Self::RangeNotSatisfiable { .. } => {
                 (StatusCode::RANGE_NOT_SATISFIABLE, "range_not_satisfiable")
             }
@@ -81,8 +87,24 @@ impl AppError {
             HandlerError::Volume(VolumeError::NoSpace) => Self::NoSpace,
             HandlerError::Volume(VolumeError::InvalidPath(why)) => Self::BadRequest(why),
             HandlerError::Volume(VolumeError::Internal(detail)) => Self::Internal(detail),
+            HandlerError::Body(BodyError::TooLarge(limit)) => Self::BodyTooLarge { limit },
+            HandlerError::Body(BodyError::Aborted(why)) => {
+                Self::BadRequest(format!("the body could not be read: {why}"))
+            }
+            HandlerError::Body(BodyError::Internal(detail)) => Self::Internal(detail),
             HandlerError::Integrity(detail) => Self::Integrity(detail),
             HandlerError::RangeNotSatisfiable(size) => Self::RangeNotSatisfiable { size },
+        }
+    }
+}
+
+impl AppError {
+    /// The error for a volume failure the host met itself (not through the guest).
+    pub fn from_volume(error: volume::VolumeError, path: &str) -> Self {
+        match error {
+            volume::VolumeError::NotFound(_) => Self::NotFound(path.to_owned()),
+            volume::VolumeError::NoSpace => Self::NoSpace,
+            other => Self::Internal(other.to_string()),
         }
     }
 }
@@ -93,6 +115,10 @@ impl From<DispatchError> for AppError {
             DispatchError::QueueFull
             | DispatchError::QueueTimeout(_)
             | DispatchError::ShuttingDown => Self::Unavailable(error.to_string()),
+            DispatchError::OverBudget { .. }
+            | DispatchError::Failed(CallFailure::MemoryBudget { .. }) => {
+                Self::OverBudget(error.to_string())
+            }
             DispatchError::Failed(CallFailure::MemoryCap { cap }) => Self::InstanceMemory { cap },
             other => Self::Internal(other.to_string()),
         }

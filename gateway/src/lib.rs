@@ -1,23 +1,27 @@
 //! wasm-storage gateway: an HTTP file store whose request handlers run as
 //! long-lived WebAssembly instances.
 //!
-//! A request enters through axum ([`app`]), is validated and turned into a
-//! typed [`runtime::Call`], and the [`pool::Pool`] runs it on an idle
-//! instance of the storage component, which reads and writes through the
-//! host's `volume` crate.
+//! A request enters through axum ([`app`]), is validated, reserves its
+//! bytes of the [`budget::MemoryBudget`] and leases an idle instance from
+//! the [`pool::Pool`]; only then is its body read, from the socket straight
+//! into the instance, which reads and writes through the host's `volume`
+//! crate.
 //!
 //! Layout:
 //! - [`config`]: flags and environment variables, with their defaults.
-//! - [`runtime`]: the wasmtime engine, the component's bindings, host state,
-//!   the memory limiter and the host side of the `volume` interface.
-//! - [`pool`]: the instance pool, the dispatcher and its wait queue, and
-//!   drain-and-replace (at check-in, above the threshold).
+//! - [`budget`]: the memory budget: pool memory plus reservations.
+//! - [`runtime`]: the wasmtime engine, the component's bindings, typed calls,
+//!   the memory limiter and the host side of the `volume` and `body`
+//!   interfaces.
+//! - [`pool`]: the instance pool: lifecycle and drain-and-replace, dispatch
+//!   policy, admission by bytes and the wait queue, leases.
 //! - [`recycler`]: the embedded estimator task: samples, modes, threshold.
 //! - `routes`: the HTTP interface (`files`, `admin`, `health`, `metrics`, `web`: the
 //!   page in `src/web/index.html`).
 //! - [`error`]: every client-visible error and its status code.
 //! - `procstat`: process RSS and private-dirty bytes from `/proc/self`.
 
+pub mod budget;
 pub mod config;
 pub mod error;
 pub mod pool;
@@ -35,6 +39,7 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
+use crate::budget::MemoryBudget;
 use crate::config::Config;
 use crate::pool::{Pool, PoolConfig};
 use crate::recycler::{EstimatorConfig, Recycler};
@@ -47,6 +52,8 @@ pub struct AppState {
     pub pool: Arc<Pool>,
     pub volume: Arc<Volume>,
     pub recycler: Arc<Recycler>,
+    /// The recycler's task, awaited at shutdown before the volume closes.
+    recycler_task: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
     /// Largest accepted upload, in bytes.
     pub max_body: u64,
 }
@@ -67,10 +74,18 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
     let limits = RuntimeLimits {
         // Room for every serving instance plus as many replacements in flight.
         max_instances: config.instances.saturating_mul(2).saturating_add(2),
-        memory_cap: config.instance_memory_cap.0,
+        memory_cap: config.instance_memory_cap(),
         request_timeout: config.request_timeout,
     };
-    let runtime = Runtime::new(&guest, volume.clone(), limits).map_err(anyhow::Error::from)?;
+    let budget = MemoryBudget::new(config.memory_budget());
+    tracing::info!(
+        memory_budget_bytes = budget.total(),
+        instance_memory_cap_bytes = limits.memory_cap,
+        max_body_bytes = config.max_body.0,
+        "memory limits"
+    );
+    let runtime =
+        Runtime::new(&guest, volume.clone(), budget, limits).map_err(anyhow::Error::from)?;
     let pool = Pool::start(
         runtime,
         PoolConfig {
@@ -107,11 +122,12 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
         },
     )
     .map_err(anyhow::Error::msg)?;
-    tokio::spawn(recycler.clone().run());
+    let recycler_task = tokio::spawn(recycler.clone().run());
     Ok(AppState {
         pool,
         volume,
         recycler,
+        recycler_task: Arc::new(std::sync::Mutex::new(Some(recycler_task))),
         max_body: config.max_body.0,
     })
 }
@@ -129,7 +145,8 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// Serve on `listener` until `shutdown` resolves, then finish in-flight
-/// requests, drop the instances and close the index.
+/// requests, stop the recycler and wait for it, drop the instances and close
+/// the index: nothing that uses the volume outlives it.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
@@ -139,6 +156,16 @@ pub async fn serve(
         .with_graceful_shutdown(shutdown)
         .await?;
     state.recycler.stop();
+    let recycler_task = state
+        .recycler_task
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .take();
+    if let Some(task) = recycler_task
+        && let Err(error) = task.await
+    {
+        tracing::error!(%error, "the recycler task failed");
+    }
     state.pool.close();
     state.volume.close().await;
     Ok(())

@@ -26,13 +26,18 @@ async fn a_full_queue_answers_503_with_retry_after() {
     .await;
     server.put("f", b"x".to_vec()).await;
     // Hold the only instance, as a long request would.
-    let lease = server.state.pool.lease(None).await.unwrap();
+    let lease = server
+        .state
+        .pool
+        .lease(gateway::pool::BodySize::None)
+        .await
+        .unwrap();
     let refused = server.get("f").await;
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
     let error: Value = refused.json().await.unwrap();
     assert_eq!(error["error"], "unavailable");
-    lease.release(None).await;
+    lease.release().await;
     assert_eq!(server.get("f").await.status(), StatusCode::OK);
     server.stop().await;
 }
@@ -45,7 +50,12 @@ async fn a_wait_past_the_queue_timeout_answers_503() {
         config.queue_timeout = Duration::from_millis(200);
     })
     .await;
-    let lease = server.state.pool.lease(None).await.unwrap();
+    let lease = server
+        .state
+        .pool
+        .lease(gateway::pool::BodySize::None)
+        .await
+        .unwrap();
     let waited = server.get("anything").await;
     assert_eq!(waited.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(waited.headers().contains_key(header::RETRY_AFTER));
@@ -58,7 +68,7 @@ async fn a_wait_past_the_queue_timeout_answers_503() {
     while server.state.pool.waiting() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    lease.release(None).await;
+    lease.release().await;
     assert_eq!(pending.await.unwrap(), StatusCode::CREATED);
     server.stop().await;
 }
@@ -67,7 +77,7 @@ async fn a_wait_past_the_queue_timeout_answers_503() {
 async fn a_trapping_request_fails_cleanly_and_its_instance_is_replaced() {
     let server = TestServer::start(|config| {
         config.instances = 1;
-        config.instance_memory_cap = ByteSize(16 << 20);
+        config.instance_memory_cap = Some(ByteSize(16 << 20));
         config.max_body = ByteSize(64 << 20);
     })
     .await;

@@ -7,7 +7,10 @@
 //! and refuses to return content whose digest does not match the index.
 //!
 //! Layout:
-//! - `lib.rs`: the exported `handler` interface (put, fetch, delete, list).
+//! - `lib.rs`: the exported `handler` interface (put, fetch, send-body,
+//!   delete, list). Bodies come in and go out through the host's `body`
+//!   resources a chunk at a time; the whole body still sits in this
+//!   instance's memory while it is hashed or verified.
 //! - [`range`]: resolving a client's byte range against the content size.
 //! - [`sniff`]: a content type from magic bytes when the client sent none.
 //!
@@ -23,25 +26,60 @@ pub mod sniff;
 
 wit_bindgen::generate!({ world: "storage", path: "../wit" });
 
+use std::cell::RefCell;
+
 use exports::wasm_storage::storage::handler::{
     FetchBody, FetchRequest, Fetched, Guest, HandlerError, StoreRequest,
 };
 use sha2::{Digest, Sha256};
+use wasm_storage::storage::body::{BodyError, Response, Upload};
 use wasm_storage::storage::types::{FileMeta, Listing};
 use wasm_storage::storage::volume;
+
+/// Bytes asked of the host per body read, and sent per response write.
+const CHUNK: u32 = 256 << 10;
+
+thread_local! {
+    /// The verified content `fetch` prepared for `send-body`, and the part
+    /// of it to send.
+    static PREPARED: RefCell<Option<Prepared>> = const { RefCell::new(None) };
+}
+
+struct Prepared {
+    content: Vec<u8>,
+    first: usize,
+    /// Exclusive.
+    end: usize,
+}
 
 struct StorageHandler;
 
 impl Guest for StorageHandler {
-    fn put(request: StoreRequest, body: Vec<u8>) -> Result<FileMeta, HandlerError> {
-        let digest = sha256_hex(&body);
+    fn put(request: StoreRequest, body: &Upload) -> Result<FileMeta, HandlerError> {
+        // The whole body is buffered here, as real handlers do: this growth
+        // of linear memory is what the gateway's estimator manages. A
+        // declared length lets the buffer be sized once.
+        let mut content = match body.declared_length() {
+            Some(length) => Vec::with_capacity(to_index(length)),
+            None => Vec::new(),
+        };
+        let mut hasher = Sha256::new();
+        loop {
+            let chunk = body.read(CHUNK).map_err(HandlerError::Body)?;
+            if chunk.is_empty() {
+                break;
+            }
+            hasher.update(&chunk);
+            content.extend_from_slice(&chunk);
+        }
+        let digest = hex(&hasher.finalize());
         let content_type = match request.content_type {
             Some(given) if !given.trim().is_empty() => given,
-            _ => sniff::content_type(&body).to_owned(),
+            _ => sniff::content_type(&content).to_owned(),
         };
         volume::put(
             &request.path,
-            &body,
+            body,
             &digest,
             &content_type,
             !request.create_only,
@@ -50,6 +88,7 @@ impl Guest for StorageHandler {
     }
 
     fn fetch(request: FetchRequest) -> Result<Fetched, HandlerError> {
+        PREPARED.with_borrow_mut(|prepared| *prepared = None);
         // Conditional and metadata-only requests are answered from the index
         // without reading (and buffering) the content.
         if !request.want_body || !request.if_none_match.is_empty() {
@@ -68,21 +107,48 @@ impl Guest for StorageHandler {
             }
         }
 
-        let (meta, mut content) = volume::read(&request.path).map_err(HandlerError::Volume)?;
+        let (meta, reader) = volume::open(&request.path).map_err(HandlerError::Volume)?;
+        // The whole content, even for a range: it is verified as a whole.
+        let mut content = Vec::with_capacity(to_index(meta.size));
+        loop {
+            let chunk = reader.read(CHUNK).map_err(HandlerError::Body)?;
+            if chunk.is_empty() {
+                break;
+            }
+            content.extend_from_slice(&chunk);
+        }
         verify(&meta, &content)?;
 
-        let body = match request.range {
-            None => FetchBody::Full(content),
+        let (body, first, end) = match request.range {
+            None => (FetchBody::Full, 0, content.len()),
             Some(asked) => {
                 let (first, last) = range::resolve(asked, meta.size)
                     .ok_or(HandlerError::RangeNotSatisfiable(meta.size))?;
-                // Cut the slice out in place: no second buffer for the range.
-                content.truncate(to_index(last) + 1);
-                content.drain(..to_index(first));
-                FetchBody::Partial((first, last, content))
+                (
+                    FetchBody::Partial((first, last)),
+                    to_index(first),
+                    to_index(last) + 1,
+                )
             }
         };
+        PREPARED.with_borrow_mut(|prepared| {
+            *prepared = Some(Prepared {
+                content,
+                first,
+                end,
+            });
+        });
         Ok(Fetched { meta, body })
+    }
+
+    fn send_body(out: &Response) -> Result<(), BodyError> {
+        let Some(prepared) = PREPARED.with_borrow_mut(Option::take) else {
+            return Ok(());
+        };
+        for chunk in prepared.content[prepared.first..prepared.end].chunks(to_index(CHUNK.into())) {
+            out.write(chunk)?;
+        }
+        Ok(())
     }
 
     fn delete(path: String) -> Result<(), HandlerError> {
@@ -101,9 +167,12 @@ export!(StorageHandler);
 
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for byte in digest {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> String {
+    let mut hex = String::with_capacity(2 * digest.len());
+    for &byte in digest {
         hex.push(char::from(HEX[usize::from(byte >> 4)]));
         hex.push(char::from(HEX[usize::from(byte & 0xf)]));
     }

@@ -6,10 +6,99 @@
 //! file or an unreferenced blob, both removed by the sweep at start.
 
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
+use tempfile::TempPath;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
 use crate::{Digest, VolumeError};
+
+/// A blob's bytes being written to a temp file as they arrive, before
+/// anyone knows its digest. Dropped unfinished, the temp file goes with it.
+#[derive(Debug)]
+pub struct StagedBlob {
+    file: tokio::fs::File,
+    path: TempPath,
+    len: u64,
+}
+
+impl StagedBlob {
+    /// Append `chunk`.
+    pub async fn write(&mut self, chunk: &[u8]) -> Result<(), VolumeError> {
+        self.file
+            .write_all(chunk)
+            .await
+            .map_err(|e| VolumeError::io("writing a blob", e))?;
+        self.len += chunk.len() as u64;
+        Ok(())
+    }
+
+    /// Bytes staged so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// A stored blob's content, read a chunk at a time.
+#[derive(Debug)]
+pub struct BlobReader {
+    file: tokio::fs::File,
+    /// Bytes the index says are left; reading stops there.
+    remaining: u64,
+}
+
+impl BlobReader {
+    pub(crate) fn new(file: tokio::fs::File, size: u64) -> Self {
+        Self {
+            file,
+            remaining: size,
+        }
+    }
+
+    /// Up to `max` more bytes; empty at the end. A blob shorter than the
+    /// index says ends early, which the reader's verification catches.
+    pub async fn read(&mut self, max: usize) -> Result<Vec<u8>, VolumeError> {
+        let want = usize::try_from(self.remaining)
+            .unwrap_or(usize::MAX)
+            .min(max);
+        let mut chunk = vec![0; want];
+        let mut filled = 0;
+        while filled < want {
+            let n = self
+                .file
+                .read(&mut chunk[filled..])
+                .await
+                .map_err(|e| VolumeError::io("reading a blob", e))?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        chunk.truncate(filled);
+        self.remaining -= filled as u64;
+        if filled < want {
+            self.remaining = 0;
+        }
+        Ok(chunk)
+    }
+
+    /// Everything that is left, in one buffer (for tests and small files).
+    pub async fn read_to_end(&mut self) -> Result<Vec<u8>, VolumeError> {
+        let mut all = Vec::new();
+        loop {
+            let chunk = self.read(1 << 20).await?;
+            if chunk.is_empty() {
+                return Ok(all);
+            }
+            all.extend_from_slice(&chunk);
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub(crate) struct BlobStore {
@@ -35,48 +124,64 @@ impl BlobStore {
         self.blobs.join(&hex[..2]).join(hex)
     }
 
-    /// Write `content` as the blob `digest` unless it is already there.
-    /// Returns whether a new file was written.
-    pub(crate) async fn ensure(
+    /// A new temp file to stage a blob's bytes in as they arrive.
+    pub(crate) async fn stage(&self) -> Result<StagedBlob, VolumeError> {
+        let tmp = self.tmp.clone();
+        let (file, path) = blocking(move || {
+            tempfile::Builder::new()
+                .prefix("upload-")
+                .tempfile_in(&tmp)
+                .map_err(|e| VolumeError::io("creating a temp file", e))
+        })
+        .await?
+        .into_parts();
+        Ok(StagedBlob {
+            file: tokio::fs::File::from_std(file),
+            path,
+            len: 0,
+        })
+    }
+
+    /// Make `staged` the blob `digest`, unless that blob is there already
+    /// (then the staged copy is dropped). Returns whether a new file was
+    /// written. The blob is complete and durable when this returns.
+    pub(crate) async fn commit(
         &self,
         digest: &Digest,
-        content: Vec<u8>,
+        staged: StagedBlob,
     ) -> Result<bool, VolumeError> {
-        let store = self.clone();
-        let digest = digest.clone();
-        blocking(move || store.ensure_blocking(&digest, &content)).await
-    }
-
-    fn ensure_blocking(&self, digest: &Digest, content: &[u8]) -> Result<bool, VolumeError> {
         let target = self.path_of(digest);
-        if target.exists() {
+        if tokio::fs::try_exists(&target).await.unwrap_or(false) {
             return Ok(false);
         }
-        let fan_out = target.parent().unwrap_or(&self.blobs);
-        if !fan_out.exists() {
-            fs::create_dir_all(fan_out)
-                .map_err(|e| VolumeError::io("creating a blob directory", e))?;
-            sync_dir(&self.blobs)?;
-        }
-        // The temp file deletes itself on drop until it is persisted.
-        let mut temp = tempfile::Builder::new()
-            .prefix("upload-")
-            .tempfile_in(&self.tmp)
-            .map_err(|e| VolumeError::io("creating a temp file", e))?;
-        temp.write_all(content)
+        let StagedBlob { mut file, path, .. } = staged;
+        file.flush()
+            .await
             .map_err(|e| VolumeError::io("writing a blob", e))?;
-        temp.as_file()
-            .sync_all()
+        file.sync_all()
+            .await
             .map_err(|e| VolumeError::io("syncing a blob", e))?;
-        temp.persist(&target)
-            .map_err(|e| VolumeError::io("renaming a blob into place", e.error))?;
-        sync_dir(fan_out)?;
-        Ok(true)
+        drop(file);
+        let blobs = self.blobs.clone();
+        blocking(move || {
+            let fan_out = target.parent().unwrap_or(&blobs);
+            if !fan_out.exists() {
+                fs::create_dir_all(fan_out)
+                    .map_err(|e| VolumeError::io("creating a blob directory", e))?;
+                sync_dir(&blobs)?;
+            }
+            // Until persisted, the temp path deletes its file on drop.
+            path.persist(&target)
+                .map_err(|e| VolumeError::io("renaming a blob into place", e.error))?;
+            sync_dir(fan_out)?;
+            Ok(true)
+        })
+        .await
     }
 
-    /// The whole content of blob `digest`.
-    pub(crate) async fn read(&self, digest: &Digest) -> io::Result<Vec<u8>> {
-        tokio::fs::read(self.path_of(digest)).await
+    /// Blob `digest`, opened for reading.
+    pub(crate) async fn open_blob(&self, digest: &Digest) -> io::Result<tokio::fs::File> {
+        tokio::fs::File::open(self.path_of(digest)).await
     }
 
     /// Remove blob `digest`; a blob already gone is not an error.

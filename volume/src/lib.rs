@@ -3,8 +3,8 @@
 //!
 //! Layout:
 //! - [`path`]: decoding and validating client paths and listing prefixes.
-//! - `blobs`: blob files, written atomically (temp file, fsync, rename, fsync
-//!   of the directory).
+//! - `blobs`: blob files: staged in a temp file as an upload's bytes arrive,
+//!   then fsync, rename, fsync of the directory; read back a chunk at a time.
 //! - `index`: the `files` table, migrations, paginated folder listings.
 //! - [`samples`]: the estimator's memory samples, kept in the same database.
 //!
@@ -30,6 +30,7 @@ use serde::Serialize;
 use tokio::sync::Mutex;
 
 use crate::blobs::BlobStore;
+pub use crate::blobs::{BlobReader, StagedBlob};
 use crate::index::Index;
 pub use crate::path::{FilePath, PathError, Prefix};
 pub use crate::samples::{MemorySample, ProcessSample};
@@ -189,7 +190,6 @@ impl DigestLocks {
 /// The store: blobs on disk under a data directory, metadata in SQLite.
 #[derive(Debug)]
 pub struct Volume {
-    root: PathBuf,
     blobs: BlobStore,
     index: Index,
     locks: DigestLocks,
@@ -204,7 +204,6 @@ impl Volume {
         let blobs = BlobStore::open(data_dir)?;
         let index = Index::open(&data_dir.join("index.sqlite")).await?;
         let volume = Self {
-            root: data_dir.to_owned(),
             blobs,
             index,
             locks: DigestLocks::new(),
@@ -213,29 +212,31 @@ impl Volume {
         Ok((volume, report))
     }
 
-    pub fn data_dir(&self) -> &Path {
-        &self.root
-    }
-
     /// Where the blob with this digest lives on disk.
     pub fn blob_path(&self, digest: &Digest) -> PathBuf {
         self.blobs.path_of(digest)
     }
 
-    /// Store `content`, whose SHA-256 is `digest`, at `path`. With
+    /// A temp file to stage an upload's bytes in as they arrive; hand it to
+    /// [`Volume::put`] once they are all there.
+    pub async fn stage(&self) -> Result<StagedBlob, VolumeError> {
+        self.blobs.stage().await
+    }
+
+    /// Store the `staged` bytes, whose SHA-256 is `digest`, at `path`. With
     /// `overwrite` false an existing path is refused with `AlreadyExists`.
     pub async fn put(
         &self,
         path: &FilePath,
-        content: Vec<u8>,
+        staged: StagedBlob,
         digest: &Digest,
         content_type: &str,
         overwrite: bool,
     ) -> Result<FileMeta, VolumeError> {
-        let size = content.len() as u64;
+        let size = staged.len();
         let committed = {
             let _blob = self.locks.lock(digest).await;
-            self.blobs.ensure(digest, content).await?;
+            self.blobs.commit(digest, staged).await?;
             self.index
                 .upsert(path, size, digest, content_type, overwrite, now_ms())
                 .await
@@ -262,8 +263,9 @@ impl Volume {
             .ok_or_else(|| VolumeError::NotFound(path.to_string()))
     }
 
-    /// The metadata and whole content of `path`.
-    pub async fn read(&self, path: &FilePath) -> Result<(FileMeta, Vec<u8>), VolumeError> {
+    /// The metadata of `path` and its content, opened for reading a chunk at
+    /// a time.
+    pub async fn read(&self, path: &FilePath) -> Result<(FileMeta, BlobReader), VolumeError> {
         // A concurrent replace may remove the blob between reading the row
         // and reading the file; the row read again then names the new blob.
         const ATTEMPTS: usize = 3;
@@ -272,8 +274,11 @@ impl Volume {
             attempt += 1;
             let meta = self.stat(path).await?;
             let digest = Digest::parse(&meta.sha256)?;
-            match self.blobs.read(&digest).await {
-                Ok(content) => return Ok((meta, content)),
+            match self.blobs.open_blob(&digest).await {
+                Ok(file) => {
+                    let size = meta.size;
+                    return Ok((meta, BlobReader::new(file, size)));
+                }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     if attempt == ATTEMPTS {
                         return Err(VolumeError::MissingBlob(meta.sha256));

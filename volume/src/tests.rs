@@ -21,16 +21,30 @@ async fn open() -> (tempfile::TempDir, Volume) {
     (dir, volume)
 }
 
+async fn staged(volume: &Volume, content: &[u8]) -> StagedBlob {
+    let mut staged = volume.stage().await.unwrap();
+    // In two chunks, as an upload's bytes arrive.
+    let (head, tail) = content.split_at(content.len() / 2);
+    staged.write(head).await.unwrap();
+    staged.write(tail).await.unwrap();
+    staged
+}
+
 async fn put(volume: &Volume, p: &str, content: &[u8]) -> Result<FileMeta, VolumeError> {
+    let staged = staged(volume, content).await;
     volume
-        .put(
-            &path(p),
-            content.to_vec(),
-            &digest_of(content),
-            "text/plain",
-            true,
-        )
+        .put(&path(p), staged, &digest_of(content), "text/plain", true)
         .await
+}
+
+/// The metadata and whole content of `p`.
+async fn read(volume: &Volume, p: &str) -> Result<(FileMeta, Vec<u8>), VolumeError> {
+    let (meta, mut reader) = volume.read(&path(p)).await?;
+    Ok((meta, reader.read_to_end().await?))
+}
+
+fn temp_files(dir: &tempfile::TempDir) -> usize {
+    std::fs::read_dir(dir.path().join("tmp")).unwrap().count()
 }
 
 #[tokio::test]
@@ -41,7 +55,7 @@ async fn put_read_stat_delete() {
     assert_eq!(meta.sha256, digest_of(b"hello").as_str());
     assert_eq!(meta.created_ms, meta.modified_ms);
 
-    let (read_meta, content) = volume.read(&path("a/b.txt")).await.unwrap();
+    let (read_meta, content) = read(&volume, "a/b.txt").await.unwrap();
     assert_eq!(
         (read_meta, content.as_slice()),
         (meta.clone(), &b"hello"[..])
@@ -79,7 +93,7 @@ async fn create_only_refuses_an_existing_path() {
     let refused = volume
         .put(
             &path("f"),
-            b"new".to_vec(),
+            staged(&volume, b"new").await,
             &digest_of(b"new"),
             "text/plain",
             false,
@@ -88,7 +102,8 @@ async fn create_only_refuses_an_existing_path() {
     assert!(matches!(refused, Err(VolumeError::AlreadyExists(_))));
     // Nothing of the refused write is left behind.
     assert!(!volume.blob_path(&digest_of(b"new")).exists());
-    assert_eq!(volume.read(&path("f")).await.unwrap().1, b"one");
+    assert_eq!(temp_files(&_dir), 0);
+    assert_eq!(read(&volume, "f").await.unwrap().1, b"one");
 }
 
 #[tokio::test]
@@ -100,7 +115,7 @@ async fn identical_content_is_stored_once() {
     assert!(blob.exists());
     volume.delete(&path("x")).await.unwrap();
     assert!(blob.exists());
-    assert_eq!(volume.read(&path("y/z")).await.unwrap().1, b"same");
+    assert_eq!(read(&volume, "y/z").await.unwrap().1, b"same");
     volume.delete(&path("y/z")).await.unwrap();
     assert!(!blob.exists());
 }
@@ -116,7 +131,7 @@ async fn sweep_removes_leftovers_of_a_crash() {
         // and possibly a temp file.
         volume
             .blobs
-            .ensure(&orphan, b"orphan".to_vec())
+            .commit(&orphan, staged(&volume, b"orphan").await)
             .await
             .unwrap();
         std::fs::write(dir.path().join("tmp/upload-interrupted"), b"partial").unwrap();
@@ -132,7 +147,7 @@ async fn sweep_removes_leftovers_of_a_crash() {
         }
     );
     assert!(!volume.blob_path(&orphan).exists());
-    assert_eq!(volume.read(&path("kept")).await.unwrap().1, b"kept");
+    assert_eq!(read(&volume, "kept").await.unwrap().1, b"kept");
 }
 
 #[tokio::test]
@@ -141,7 +156,7 @@ async fn a_missing_blob_is_reported_not_hidden() {
     put(&volume, "f", b"content").await.unwrap();
     std::fs::remove_file(volume.blob_path(&digest_of(b"content"))).unwrap();
     assert!(matches!(
-        volume.read(&path("f")).await,
+        read(&volume, "f").await,
         Err(VolumeError::MissingBlob(_))
     ));
     assert_eq!(volume.sweep().await.unwrap().files_missing_blobs, 1);
@@ -168,7 +183,7 @@ async fn concurrent_writers_of_one_content_never_lose_the_blob() {
     }
     for round in 0..8 {
         assert_eq!(
-            volume.read(&path(&format!("p{round}"))).await.unwrap().1,
+            read(&volume, &format!("p{round}")).await.unwrap().1,
             b"shared"
         );
     }
@@ -270,4 +285,36 @@ async fn samples_are_kept_until_pruned() {
         volume.process_samples(0, i64::MAX).await.unwrap()[0].timestamp_ms,
         3000
     );
+}
+
+#[tokio::test]
+async fn a_staged_blob_dropped_unfinished_leaves_nothing() {
+    let (dir, volume) = open().await;
+    let mut staged = volume.stage().await.unwrap();
+    staged.write(b"half an upload").await.unwrap();
+    assert_eq!(temp_files(&dir), 1);
+    drop(staged);
+    assert_eq!(temp_files(&dir), 0);
+    assert!(read(&volume, "anything").await.is_err());
+}
+
+#[tokio::test]
+async fn reads_come_in_chunks_and_stop_at_the_recorded_size() {
+    let (_dir, volume) = open().await;
+    let content: Vec<u8> = (0..=255).cycle().take(10_000).collect();
+    put(&volume, "big", &content).await.unwrap();
+    let (meta, mut reader) = volume.read(&path("big")).await.unwrap();
+    assert_eq!(meta.size, 10_000);
+    let mut sizes = Vec::new();
+    let mut all = Vec::new();
+    loop {
+        let chunk = reader.read(4096).await.unwrap();
+        if chunk.is_empty() {
+            break;
+        }
+        sizes.push(chunk.len());
+        all.extend_from_slice(&chunk);
+    }
+    assert_eq!(sizes, [4096, 4096, 1808]);
+    assert_eq!(all, content);
 }

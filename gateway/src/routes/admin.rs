@@ -37,6 +37,12 @@ pub(crate) struct PoolReport {
     pub(crate) queue_waiting: usize,
     pub(crate) queue_capacity: usize,
     pub(crate) instance_memory_cap_bytes: u64,
+    /// The memory budget: what the pool may hold in all.
+    pub(crate) memory_budget_bytes: u64,
+    /// Instance memory plus reserved bytes: what counts against the budget.
+    pub(crate) budget_used_bytes: u64,
+    /// Bytes admitted requests reserved and have not grown into yet.
+    pub(crate) budget_reserved_bytes: u64,
     /// The restart threshold in force, if any.
     pub(crate) threshold_bytes: Option<u64>,
     pub(crate) replacements: BTreeMap<ReplaceReason, u64>,
@@ -51,6 +57,9 @@ async fn pool(State(state): State<AppState>) -> Json<PoolReport> {
         queue_waiting: state.pool.waiting(),
         queue_capacity: state.pool.config().queue_capacity,
         instance_memory_cap_bytes: state.pool.runtime().limits().memory_cap,
+        memory_budget_bytes: state.pool.budget().total(),
+        budget_used_bytes: state.pool.budget().used(),
+        budget_reserved_bytes: state.pool.budget().reserved(),
         threshold_bytes: state.pool.threshold(),
         replacements: state.pool.replacements(),
     })

@@ -1,31 +1,33 @@
 //! `/files/...`: store, fetch, describe, list and delete files.
 //!
-//! This layer speaks HTTP: it validates paths, parses headers and bounds the
-//! body, then hands a typed call to a storage instance. Storage semantics
-//! (hashing, verification, conditional and range answers) live in the guest.
+//! This layer speaks HTTP: it validates paths and parses headers, leases an
+//! instance with the request's bytes reserved, and only then lets the guest
+//! read the body from the socket (or stream a verified file back to it).
+//! Storage semantics (hashing, verification, conditional and range answers)
+//! live in the guest.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
 
 use volume::{FilePath, Prefix};
 
 use crate::AppState;
 use crate::error::AppError;
-use crate::pool::Dispatch;
+use crate::pool::BodySize;
 use crate::runtime::bindings::exports::wasm_storage::storage::handler::{
-    ByteRange, FetchBody, FetchRequest, StoreRequest,
+    ByteRange, FetchBody, FetchRequest, Fetched, StoreRequest,
 };
 use crate::runtime::bindings::wasm_storage::storage::types::{Entry, FileMeta};
-use crate::runtime::{Call, Reply};
+use crate::runtime::host::{ResponseSink, Upload};
 
 /// Entries in a listing page unless `limit` says otherwise, and the most.
 const DEFAULT_PAGE: u32 = 100;
@@ -155,11 +157,12 @@ async fn get_file(
             parse_if_none_match(&headers)
         },
     };
-    let fetched = fetch(&state, request, &path).await?;
     if meta_only {
+        let (fetched, _) = fetch(&state, request, &path).await?;
         return Ok(Json(MetaView::from(&fetched.meta)).into_response());
     }
-    Ok(file_response(&fetched.meta, fetched.body))
+    let (fetched, body) = fetch(&state, request, &path).await?;
+    Ok(file_response(&fetched.meta, fetched.body, body))
 }
 
 async fn head_file(
@@ -174,30 +177,71 @@ async fn head_file(
         range: None,
         if_none_match: parse_if_none_match(&headers),
     };
-    let fetched = fetch(&state, request, &path).await?;
-    Ok(file_response(&fetched.meta, fetched.body))
+    let (fetched, body) = fetch(&state, request, &path).await?;
+    Ok(file_response(&fetched.meta, fetched.body, body))
 }
 
+/// Run `request` on an instance. When the guest prepared content, the
+/// instance stays leased while it streams that content into the returned
+/// body, a chunk at a time.
 async fn fetch(
     state: &AppState,
     request: FetchRequest,
     path: &FilePath,
-) -> Result<crate::runtime::bindings::exports::wasm_storage::storage::handler::Fetched, AppError> {
-    // Memory-aware dispatch needs the size before choosing an instance; the
-    // guest reads (and verifies) the whole file even for a range.
-    let size_hint = if request.want_body && state.pool.config().dispatch == Dispatch::MemoryAware {
-        state.volume.stat(path).await.ok().map(|meta| meta.size)
+) -> Result<(Fetched, Body), AppError> {
+    // The guest reads (and verifies) the whole file even for a range, so
+    // the request reserves the file's size; an unknown path reserves
+    // nothing and the guest answers 404.
+    let body_size = if request.want_body {
+        match state.volume.stat(path).await {
+            Ok(meta) => BodySize::Known(meta.size),
+            Err(_) => BodySize::None,
+        }
     } else {
-        None
+        BodySize::None
     };
-    match state.pool.dispatch(Call::Fetch(request), size_hint).await? {
-        Ok(Reply::Fetched(fetched)) => Ok(fetched),
-        Ok(other) => Err(unexpected(&other)),
-        Err(error) => Err(AppError::from_handler(error, path.as_str())),
+    let lease = state.pool.lease(body_size).await?;
+    let (head, headed) = oneshot::channel();
+    let (chunks, received) = mpsc::channel(ResponseSink::CHANNEL_CHUNKS);
+    let answer = lease.spawn(move |instance| {
+        Box::pin(async move {
+            let fetched = instance.fetch(request).await?;
+            let streams = matches!(
+                &fetched,
+                Ok(Fetched {
+                    body: FetchBody::Full | FetchBody::Partial(_),
+                    ..
+                })
+            );
+            let _ = head.send(fetched);
+            if streams {
+                // A client that went away or stalled ends the stream early;
+                // the response then falls short of its Content-Length.
+                if let Err(error) = instance.send_body(ResponseSink::new(chunks)).await? {
+                    tracing::debug!(?error, "a response body was cut short");
+                }
+            }
+            Ok(())
+        })
+    });
+    match headed.await {
+        Ok(Ok(fetched)) => {
+            let body = Body::from_stream(futures_util::stream::unfold(
+                received,
+                |mut received| async move { received.recv().await.map(|chunk| (chunk, received)) },
+            ));
+            Ok((fetched, body))
+        }
+        Ok(Err(error)) => Err(AppError::from_handler(error, path.as_str())),
+        // The instance failed before it answered: the answer says why.
+        Err(_) => Err(match answer.wait().await {
+            Err(error) => error.into(),
+            Ok(()) => AppError::Internal("the instance gave no answer".into()),
+        }),
     }
 }
 
-fn file_response(meta: &FileMeta, body: FetchBody) -> Response {
+fn file_response(meta: &FileMeta, fetched: FetchBody, body: Body) -> Response {
     let mut headers = HeaderMap::new();
     insert(&mut headers, header::ETAG, &format!("\"{}\"", meta.sha256));
     insert(
@@ -205,24 +249,24 @@ fn file_response(meta: &FileMeta, body: FetchBody) -> Response {
         header::LAST_MODIFIED,
         &httpdate::fmt_http_date(system_time(meta.modified_ms)),
     );
-    match body {
+    match fetched {
         FetchBody::NotModified => (StatusCode::NOT_MODIFIED, headers).into_response(),
         FetchBody::None => {
             content_headers(&mut headers, meta, meta.size);
             (StatusCode::OK, headers).into_response()
         }
-        FetchBody::Full(content) => {
+        FetchBody::Full => {
             content_headers(&mut headers, meta, meta.size);
-            (StatusCode::OK, headers, Bytes::from(content)).into_response()
+            (StatusCode::OK, headers, body).into_response()
         }
-        FetchBody::Partial((first, last, content)) => {
-            content_headers(&mut headers, meta, content.len() as u64);
+        FetchBody::Partial((first, last)) => {
+            content_headers(&mut headers, meta, last - first + 1);
             insert(
                 &mut headers,
                 header::CONTENT_RANGE,
                 &format!("bytes {first}-{last}/{}", meta.size),
             );
-            (StatusCode::PARTIAL_CONTENT, headers, Bytes::from(content)).into_response()
+            (StatusCode::PARTIAL_CONTENT, headers, body).into_response()
         }
     }
 }
@@ -239,16 +283,14 @@ async fn list(
     Query(params): Query<ListParams>,
 ) -> Result<Response, AppError> {
     let limit = params.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
-    let call = Call::List {
-        prefix: prefix.as_str().to_owned(),
-        after: params.after,
-        limit,
-    };
-    let listing = match state.pool.dispatch(call, None).await? {
-        Ok(Reply::Listed(listing)) => listing,
-        Ok(other) => return Err(unexpected(&other)),
-        Err(error) => return Err(AppError::from_handler(error, prefix.as_str())),
-    };
+    let lease = state.pool.lease(BodySize::None).await?;
+    let listed = prefix.as_str().to_owned();
+    let listing = lease
+        .run(move |instance| {
+            Box::pin(async move { instance.list(&listed, params.after.as_deref(), limit).await })
+        })
+        .await?
+        .map_err(|error| AppError::from_handler(error, prefix.as_str()))?;
     let entries = listing
         .entries
         .iter()
@@ -292,7 +334,18 @@ async fn store_file(
     if declared.is_some_and(|declared| declared > limit) {
         return Err(AppError::BodyTooLarge { limit });
     }
-    let body = read_body(body, limit).await?;
+    // Wait for memory and an instance holding no body: until then the
+    // client is held by TCP back-pressure.
+    let lease = state
+        .pool
+        .lease(declared.map_or(BodySize::Unknown, BodySize::Known))
+        .await?;
+    let staged = state
+        .volume
+        .stage()
+        .await
+        .map_err(|error| AppError::from_volume(error, path.as_str()))?;
+    let upload = Upload::new(body, declared, limit, staged);
     let request = StoreRequest {
         path: path.as_str().to_owned(),
         content_type: headers
@@ -301,16 +354,10 @@ async fn store_file(
             .map(str::to_owned),
         create_only: parse_if_none_match(&headers).iter().any(|tag| tag == "*"),
     };
-    let size_hint = Some(body.len() as u64);
-    let meta = match state
-        .pool
-        .dispatch(Call::Store { request, body }, size_hint)
+    let meta = lease
+        .run(move |instance| Box::pin(instance.store(request, upload)))
         .await?
-    {
-        Ok(Reply::Stored(meta)) => meta,
-        Ok(other) => return Err(unexpected(&other)),
-        Err(error) => return Err(AppError::from_handler(error, path.as_str())),
-    };
+        .map_err(|error| AppError::from_handler(error, path.as_str()))?;
     // A new file keeps created == modified; a replaced one keeps its creation.
     let status = if meta.created_ms == meta.modified_ms {
         StatusCode::CREATED
@@ -328,31 +375,15 @@ async fn store_file(
     Ok((status, response_headers, Json(MetaView::from(&meta))).into_response())
 }
 
-/// Buffer the body, refusing it with 413 as soon as it passes `limit`.
-async fn read_body(body: Body, limit: u64) -> Result<Bytes, AppError> {
-    let limited = Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX));
-    match limited.collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
-            Err(AppError::BodyTooLarge { limit })
-        }
-        Err(error) => Err(AppError::BadRequest(format!(
-            "could not read the request body: {error}"
-        ))),
-    }
-}
-
 async fn delete_file(State(state): State<AppState>, uri: Uri) -> Result<Response, AppError> {
     let path = FilePath::from_url(raw_path(&uri))?;
-    match state
-        .pool
-        .dispatch(Call::Delete(path.as_str().to_owned()), None)
+    let lease = state.pool.lease(BodySize::None).await?;
+    let deleted = path.as_str().to_owned();
+    lease
+        .run(move |instance| Box::pin(async move { instance.delete(&deleted).await }))
         .await?
-    {
-        Ok(Reply::Deleted) => Ok(StatusCode::NO_CONTENT.into_response()),
-        Ok(other) => Err(unexpected(&other)),
-        Err(error) => Err(AppError::from_handler(error, path.as_str())),
-    }
+        .map_err(|error| AppError::from_handler(error, path.as_str()))?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// A single `bytes=` range; anything else (several ranges, another unit, bad
@@ -405,12 +436,6 @@ fn insert(headers: &mut HeaderMap, name: header::HeaderName, value: &str) {
 
 fn system_time(ms: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or_default())
-}
-
-fn unexpected(reply: &Reply) -> AppError {
-    AppError::Internal(format!(
-        "the instance answered with the wrong kind of reply: {reply:?}"
-    ))
 }
 
 #[cfg(test)]

@@ -72,8 +72,23 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         state.pool.threshold().unwrap_or(0),
     );
     out.gauge(
+        "wasm_storage_memory_budget_bytes",
+        "The memory budget: most linear memory the pool may hold.",
+        state.pool.budget().total(),
+    );
+    out.gauge(
+        "wasm_storage_memory_budget_used_bytes",
+        "Instance memory plus reserved bytes, counted against the budget.",
+        state.pool.budget().used(),
+    );
+    out.gauge(
+        "wasm_storage_memory_budget_reserved_bytes",
+        "Bytes admitted requests reserved and have not grown into yet.",
+        state.pool.budget().reserved(),
+    );
+    out.gauge(
         "wasm_storage_queue_waiting",
-        "Requests waiting for an idle instance.",
+        "Requests waiting for memory or an idle instance.",
         state.pool.waiting() as u64,
     );
 

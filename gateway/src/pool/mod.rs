@@ -7,7 +7,20 @@
 //! is draining, is replaced on the way back: the fresh instance joins the pool
 //! before the old one is dropped, so serving capacity never dips.
 //!
-//! Invariant: the semaphore's permits equal the number of idle instances.
+//! Invariants: the semaphore's permits equal the number of idle instances;
+//! the memory budget's `used` is every live instance's linear memory plus
+//! what leased requests reserved and have not grown into (`crate::budget`).
+//!
+//! Layout:
+//! - `mod.rs`: the pool and the instances' lifecycle: create, check in,
+//!   drain and replace, make room in the budget, close.
+//! - [`dispatch`]: which idle instance a request gets.
+//! - [`admission`]: what a request reserves, and the bounded wait queue.
+//! - [`lease`]: an instance checked out, and the work run on it.
+
+pub mod admission;
+pub mod dispatch;
+pub mod lease;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -15,24 +28,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tokio::sync::{Semaphore, TryAcquireError, oneshot};
+use tokio::sync::{Semaphore, TryAcquireError};
 
-use crate::runtime::bindings::exports::wasm_storage::storage::handler::HandlerError;
-use crate::runtime::{Call, CallFailure, Reply, Runtime, WasmInstance};
+pub use admission::BodySize;
+use admission::QueueSlot;
+pub use dispatch::Dispatch;
+pub use lease::{Answer, Lease};
 
-/// Which idle instance a request gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Dispatch {
-    /// The most recently used: traffic stays on few instances, so few grow.
-    Mru,
-    /// The least recently used: traffic spreads evenly over the pool.
-    Lru,
-    /// By the request's size: the smallest idle instance whose memory
-    /// already holds it, else the largest (which grows least). Large
-    /// requests keep to few instances; small ones stay on small instances.
-    MemoryAware,
-}
+use crate::budget::{MemoryBudget, Reservation};
+use crate::runtime::{CallFailure, Runtime, WasmInstance};
 
 /// How the dispatcher queues requests and when instances may be recycled.
 #[derive(Debug, Clone)]
@@ -60,6 +64,10 @@ pub enum DispatchError {
     QueueTimeout(Duration),
     #[error("the server is shutting down")]
     ShuttingDown,
+    #[error(
+        "the request needs {need} bytes of instance memory, more than the memory budget of {budget} bytes can ever give it"
+    )]
+    OverBudget { need: u64, budget: u64 },
     #[error(transparent)]
     Failed(#[from] CallFailure),
     #[error("the instance's task ended without an answer")]
@@ -76,6 +84,8 @@ pub enum ReplaceReason {
     Requested,
     /// Its linear memory went above the restart threshold.
     Threshold,
+    /// The memory budget was short and it was idle and grown.
+    Budget,
 }
 
 /// What an instance is doing, as shown by the admin API.
@@ -164,6 +174,7 @@ struct State {
 #[derive(Debug)]
 pub struct Pool {
     runtime: Runtime,
+    budget: Arc<MemoryBudget>,
     config: PoolConfig,
     state: Mutex<State>,
     idle_permits: Semaphore,
@@ -182,6 +193,7 @@ impl Pool {
     /// Create the pool and its `config.size` instances.
     pub async fn start(runtime: Runtime, config: PoolConfig) -> wasmtime::Result<Arc<Self>> {
         let pool = Arc::new(Self {
+            budget: runtime.budget().clone(),
             runtime,
             config,
             state: Mutex::default(),
@@ -207,72 +219,127 @@ impl Pool {
         &self.runtime
     }
 
-    /// Run `call` on an idle instance. `size_hint` is how many body bytes
-    /// the call will buffer, when known (it steers memory-aware dispatch).
-    pub async fn dispatch(
-        self: &Arc<Self>,
-        call: Call,
-        size_hint: Option<u64>,
-    ) -> Result<Result<Reply, HandlerError>, DispatchError> {
-        let mut lease = self.lease(size_hint).await?;
-        let (answer, answered) = oneshot::channel();
-        // A task of its own: a client that hangs up must not cancel storage
-        // work half-way (nor leave an instance mid-call).
-        tokio::spawn(async move {
-            let outcome = lease.call(call).await;
-            let failure = outcome.as_ref().err().map(ToString::to_string);
-            // The client gets its answer before any replacement is made.
-            let _ = answer.send(outcome);
-            lease.release(failure).await;
-        });
-        answered
-            .await
-            .map_err(|_| DispatchError::Lost)?
-            .map_err(DispatchError::from)
+    pub fn budget(&self) -> &MemoryBudget {
+        &self.budget
     }
 
-    /// Take an idle instance for the caller's exclusive use, waiting in the
-    /// queue if none is idle. Give it back with [`Lease::release`].
-    pub async fn lease(self: &Arc<Self>, size_hint: Option<u64>) -> Result<Lease, DispatchError> {
+    /// Take an idle instance for the caller's exclusive use, with `body`'s
+    /// bytes of the memory budget reserved for it. Waits (holding nothing
+    /// but a place in the queue) while the budget is short or no instance is
+    /// idle; makes room by replacing idle grown instances when the budget is
+    /// short. Give it back with [`Lease::spawn`], [`Lease::run`] or
+    /// [`Lease::release`].
+    pub async fn lease(self: &Arc<Self>, body: BodySize) -> Result<Lease, DispatchError> {
+        let need = body.reservation();
+        // Every other instance holds at least a fresh instance's memory.
+        let others = (self.config.size as u64).saturating_sub(1) * self.baseline_bytes();
+        if need.saturating_add(others) > self.budget.total() {
+            return Err(DispatchError::OverBudget {
+                need,
+                budget: self.budget.total(),
+            });
+        }
+        let deadline = tokio::time::Instant::now() + self.config.queue_timeout;
+        let mut slot = None;
+        let reservation = match self.budget.try_reserve(need) {
+            Some(reservation) => reservation,
+            None => {
+                slot = Some(self.queue_slot()?);
+                self.wait_for_budget(need, deadline).await?
+            }
+        };
         let permit = match self.idle_permits.try_acquire() {
             Ok(permit) => permit,
             Err(TryAcquireError::Closed) => return Err(DispatchError::ShuttingDown),
             Err(TryAcquireError::NoPermits) => {
-                let _slot = QueueSlot::take(&self.waiting, self.config.queue_capacity)
-                    .ok_or(DispatchError::QueueFull)?;
-                match tokio::time::timeout(self.config.queue_timeout, self.idle_permits.acquire())
-                    .await
-                {
+                if slot.is_none() {
+                    slot = Some(self.queue_slot()?);
+                }
+                match tokio::time::timeout_at(deadline, self.idle_permits.acquire()).await {
                     Err(_) => return Err(DispatchError::QueueTimeout(self.config.queue_timeout)),
                     Ok(Err(_)) => return Err(DispatchError::ShuttingDown),
                     Ok(Ok(permit)) => permit,
                 }
             }
         };
+        drop(slot);
         permit.forget();
-        let instance = {
+        let mut instance = {
             let mut state = self.lock();
-            let taken = match self.config.dispatch {
-                Dispatch::Mru => state.idle.pop_back(),
-                Dispatch::Lru => state.idle.pop_front(),
-                Dispatch::MemoryAware => {
-                    let need = self.baseline_bytes() + size_hint.unwrap_or(0);
-                    best_fit(&state.idle, need).and_then(|at| state.idle.remove(at))
-                }
-            };
-            taken.expect("every idle permit stands for an idle instance")
+            let memory: Vec<u64> = state.idle.iter().map(|i| i.info.memory_bytes()).collect();
+            let need = self.baseline_bytes() + body.body_bytes();
+            let at = self.config.dispatch.choose(&memory, need);
+            at.and_then(|at| state.idle.remove(at))
+                .expect("every idle permit stands for an idle instance")
         };
         instance.info.busy.store(true, Ordering::Relaxed);
+        instance.wasm.grant(reservation);
         Ok(Lease {
             pool: self.clone(),
             instance: Some(instance),
         })
     }
 
+    fn queue_slot(&self) -> Result<QueueSlot<'_>, DispatchError> {
+        QueueSlot::take(&self.waiting, self.config.queue_capacity).ok_or(DispatchError::QueueFull)
+    }
+
+    /// Wait until `need` bytes of the budget can be reserved, replacing idle
+    /// grown instances to make room.
+    async fn wait_for_budget(
+        &self,
+        need: u64,
+        deadline: tokio::time::Instant,
+    ) -> Result<Reservation, DispatchError> {
+        loop {
+            let freed = self.budget.freed();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if let Some(reservation) = self.budget.try_reserve(need) {
+                return Ok(reservation);
+            }
+            if self.lock().closed {
+                return Err(DispatchError::ShuttingDown);
+            }
+            if self.make_room(need).await > 0 {
+                continue;
+            }
+            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                return Err(DispatchError::QueueTimeout(self.config.queue_timeout));
+            }
+        }
+    }
+
+    /// Replace idle instances grown past a fresh one's memory, largest
+    /// first, until `need` bytes are free or none is left. Returns how many
+    /// were replaced.
+    async fn make_room(&self, need: u64) -> usize {
+        let mut grown: Vec<(u64, u64)> = self
+            .lock()
+            .idle
+            .iter()
+            .filter(|instance| instance.info.drain_reason().is_none())
+            .map(|instance| (instance.info.memory_bytes(), instance.info.id))
+            .filter(|&(memory, _)| memory > self.baseline_bytes())
+            .collect();
+        grown.sort_unstable_by(|a, b| b.cmp(a));
+        let mut replaced = 0;
+        for (_, id) in grown {
+            if self.budget.available() >= need {
+                break;
+            }
+            if self.drain(id, ReplaceReason::Budget).await {
+                replaced += 1;
+            }
+        }
+        replaced
+    }
+
     /// Hand a finished instance back, replacing it if it failed, drains, or
     /// grew above the threshold (memory only grows during requests, so this
     /// check catches every crossing the moment it happens).
-    async fn check_in(&self, instance: Instance, failure: Option<String>) {
+    async fn check_in(&self, mut instance: Instance, failure: Option<CallFailure>) {
+        instance.wasm.return_unspent();
         let info = instance.info.clone();
         info.requests.fetch_add(1, Ordering::Relaxed);
         info.busy.store(false, Ordering::Relaxed);
@@ -382,7 +449,7 @@ impl Pool {
             }
         };
         if let Some(old) = old {
-            self.retired(old, reason);
+            self.discard_replaced(old, reason);
         }
         true
     }
@@ -392,7 +459,7 @@ impl Pool {
         match self.create().await {
             Ok(fresh) => {
                 self.make_idle(fresh);
-                self.retired(old, reason);
+                self.discard_replaced(old, reason);
             }
             Err(error) if reason == ReplaceReason::Trap => {
                 tracing::error!(instance = old.info.id, %error, "could not create a replacement for a failed instance");
@@ -406,7 +473,8 @@ impl Pool {
         }
     }
 
-    fn retired(&self, old: Instance, reason: ReplaceReason) {
+    /// Count and log the replacement of `old`, then retire it.
+    fn discard_replaced(&self, old: Instance, reason: ReplaceReason) {
         tracing::info!(
             instance = old.info.id,
             memory_bytes = old.info.memory_bytes(),
@@ -504,89 +572,5 @@ impl Pool {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// The idle instance for a request needing `need` bytes of linear memory:
-/// the smallest that already holds it, else the largest.
-fn best_fit(idle: &VecDeque<Instance>, need: u64) -> Option<usize> {
-    let memory = |at: usize| idle[at].info.memory_bytes();
-    let fitting = (0..idle.len())
-        .filter(|&at| memory(at) >= need)
-        .min_by_key(|&at| memory(at));
-    fitting.or_else(|| (0..idle.len()).max_by_key(|&at| memory(at)))
-}
-
-/// An instance checked out of the pool. If it is dropped without being
-/// released (its task panicked), the instance is discarded and a fresh one
-/// takes its place.
-#[derive(Debug)]
-pub struct Lease {
-    pool: Arc<Pool>,
-    instance: Option<Instance>,
-}
-
-impl Lease {
-    /// The leased instance's id.
-    pub fn instance_id(&self) -> u64 {
-        self.instance
-            .as_ref()
-            .map_or(0, |instance| instance.info.id)
-    }
-
-    /// Run `call` on the leased instance.
-    pub async fn call(&mut self, call: Call) -> Result<Result<Reply, HandlerError>, CallFailure> {
-        match self.instance.as_mut() {
-            Some(instance) => instance.wasm.call(call).await,
-            None => Err(CallFailure::Trap(wasmtime::format_err!(
-                "the lease was already released"
-            ))),
-        }
-    }
-
-    /// Give the instance back; `failure` says why its last call failed, and
-    /// makes the pool replace it.
-    pub async fn release(mut self, failure: Option<String>) {
-        if let Some(instance) = self.instance.take() {
-            self.pool.check_in(instance, failure).await;
-        }
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        if let Some(instance) = self.instance.take() {
-            let pool = self.pool.clone();
-            tracing::error!(
-                instance = instance.info.id,
-                "an instance was lost mid-request; replacing it"
-            );
-            pool.retire(instance);
-            if let Ok(handle) = tokio::runtime::Handle::try_current() {
-                handle.spawn(async move {
-                    match pool.create().await {
-                        Ok(fresh) => pool.make_idle(fresh),
-                        Err(error) => tracing::error!(%error, "could not replace a lost instance"),
-                    }
-                });
-            }
-        }
-    }
-}
-
-/// A place in the wait queue, given back on drop.
-struct QueueSlot<'a>(&'a AtomicUsize);
-
-impl<'a> QueueSlot<'a> {
-    fn take(waiting: &'a AtomicUsize, capacity: usize) -> Option<Self> {
-        let before = waiting.fetch_add(1, Ordering::AcqRel);
-        let slot = Self(waiting);
-        (before < capacity).then_some(slot)
-    }
-}
-
-impl Drop for QueueSlot<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }

@@ -1,0 +1,395 @@
+//! The data of every store, and the host side of the `volume` and `body`
+//! interfaces.
+//!
+//! Bodies move a chunk at a time. An [`Upload`] reads the client's socket
+//! only when the guest asks for bytes, and stages each chunk in the volume on
+//! its way in, so `volume.put` stores bytes the host already has: a body
+//! crosses into the guest once and never back. [`Content`] reads a blob and
+//! [`ResponseSink`] writes the response a chunk at a time. The host never
+//! holds more than a chunk or two of any body.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt as _;
+use tokio::sync::mpsc;
+use wasmtime::component::{Resource, ResourceTable, ResourceTableError};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use volume::{BlobReader, FilePath, Prefix, StagedBlob, Volume, VolumeError};
+
+use super::bindings;
+use super::bindings::wasm_storage::storage::body::BodyError;
+use super::bindings::wasm_storage::storage::types::{self as wit, FileMeta, Listing};
+use super::limiter::MemoryLimiter;
+
+/// The data of every store.
+pub struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryLimiter,
+    volume: Arc<Volume>,
+    /// How long a body may wait on the client for its next chunk.
+    stall_timeout: Duration,
+    /// Body bytes moved so far, and the count at the last deadline check:
+    /// a request that moves bytes is making progress.
+    progress: u64,
+    progress_seen: u64,
+}
+
+impl std::fmt::Debug for HostState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostState")
+            .field("limiter", &self.limiter)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HostState {
+    pub(super) fn new(
+        volume: Arc<Volume>,
+        limiter: MemoryLimiter,
+        stall_timeout: Duration,
+    ) -> Self {
+        Self {
+            wasi: WasiCtx::builder().inherit_stderr().build(),
+            table: ResourceTable::new(),
+            limiter,
+            volume,
+            stall_timeout,
+            progress: 0,
+            progress_seen: 0,
+        }
+    }
+
+    pub(super) fn limiter(&self) -> &MemoryLimiter {
+        &self.limiter
+    }
+
+    pub(super) fn limiter_mut(&mut self) -> &mut MemoryLimiter {
+        &mut self.limiter
+    }
+
+    pub(super) fn budget_total(&self) -> u64 {
+        self.limiter.budget_total()
+    }
+
+    /// True when body bytes moved since the last call.
+    pub(super) fn progress_since_last_look(&mut self) -> bool {
+        let moved = self.progress != self.progress_seen;
+        self.progress_seen = self.progress;
+        moved
+    }
+
+    pub(super) fn push<T: Send + 'static>(
+        &mut self,
+        resource: T,
+    ) -> Result<Resource<T>, ResourceTableError> {
+        self.table.push(resource)
+    }
+
+    pub(super) fn remove<T: 'static>(&mut self, resource: Resource<T>) {
+        let _ = self.table.delete(resource);
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// An upload's body, read from the client only as the guest asks for it.
+#[derive(Debug)]
+pub struct Upload {
+    body: axum::body::BodyDataStream,
+    /// Where each chunk goes on its way to the guest; taken by `volume.put`.
+    staged: Option<StagedBlob>,
+    declared: Option<u64>,
+    /// Most bytes the body may have.
+    limit: u64,
+    received: u64,
+    /// Read from the socket, not yet given to the guest.
+    pending: Bytes,
+    ended: bool,
+}
+
+impl Upload {
+    /// `body` as the client sends it, at most `limit` bytes, staged in
+    /// `staged` as it passes.
+    pub fn new(
+        body: axum::body::Body,
+        declared: Option<u64>,
+        limit: u64,
+        staged: StagedBlob,
+    ) -> Self {
+        Self {
+            body: body.into_data_stream(),
+            staged: Some(staged),
+            declared,
+            limit,
+            received: 0,
+            pending: Bytes::new(),
+            ended: false,
+        }
+    }
+
+    /// Up to `max` bytes: as many frames as it takes, or what is left.
+    async fn read(&mut self, max: usize, stall: Duration) -> Result<Vec<u8>, BodyError> {
+        let mut chunk = BytesMut::new();
+        while chunk.len() < max {
+            if self.pending.is_empty() {
+                if self.ended {
+                    break;
+                }
+                match tokio::time::timeout(stall, self.body.next()).await {
+                    Err(_) => {
+                        return Err(BodyError::Aborted(format!(
+                            "the client sent nothing for {stall:?}"
+                        )));
+                    }
+                    Ok(None) => {
+                        self.ended = true;
+                        continue;
+                    }
+                    Ok(Some(Err(error))) => {
+                        return Err(BodyError::Aborted(format!(
+                            "could not read the request body: {error}"
+                        )));
+                    }
+                    Ok(Some(Ok(frame))) => self.pending = frame,
+                }
+            }
+            let take = self.pending.len().min(max - chunk.len());
+            chunk.extend_from_slice(&self.pending.split_to(take));
+        }
+        self.received += chunk.len() as u64;
+        if self.received > self.limit {
+            return Err(BodyError::TooLarge(self.limit));
+        }
+        let staged = self
+            .staged
+            .as_mut()
+            .ok_or_else(|| BodyError::Internal("the upload was already stored".into()))?;
+        staged.write(&chunk).await.map_err(|error| match error {
+            VolumeError::NoSpace => BodyError::Internal("the disk is full".into()),
+            other => internal_body_error(other),
+        })?;
+        Ok(chunk.into())
+    }
+}
+
+/// A stored file's content, read as the guest asks for it.
+#[derive(Debug)]
+pub struct Content {
+    reader: BlobReader,
+}
+
+/// The response body: chunks the guest writes go to the client through a
+/// small bounded channel, so a slow client slows the guest, not the host's
+/// memory.
+#[derive(Debug)]
+pub struct ResponseSink {
+    sender: mpsc::Sender<Result<Bytes, std::io::Error>>,
+}
+
+impl ResponseSink {
+    /// Chunks in flight between the guest and the socket.
+    pub const CHANNEL_CHUNKS: usize = 2;
+
+    pub fn new(sender: mpsc::Sender<Result<Bytes, std::io::Error>>) -> Self {
+        Self { sender }
+    }
+}
+
+impl bindings::wasm_storage::storage::body::Host for HostState {}
+
+impl bindings::wasm_storage::storage::body::HostUpload for HostState {
+    async fn declared_length(&mut self, upload: Resource<Upload>) -> Option<u64> {
+        self.table.get(&upload).ok()?.declared
+    }
+
+    async fn read(&mut self, upload: Resource<Upload>, max: u32) -> Result<Vec<u8>, BodyError> {
+        let stall = self.stall_timeout;
+        let upload = self.table.get_mut(&upload).map_err(internal_body_error)?;
+        let chunk = upload.read(max as usize, stall).await?;
+        self.progress += chunk.len() as u64;
+        Ok(chunk)
+    }
+
+    async fn drop(&mut self, upload: Resource<Upload>) -> wasmtime::Result<()> {
+        self.table.delete(upload)?;
+        Ok(())
+    }
+}
+
+impl bindings::wasm_storage::storage::body::HostContent for HostState {
+    async fn read(&mut self, content: Resource<Content>, max: u32) -> Result<Vec<u8>, BodyError> {
+        let content = self.table.get_mut(&content).map_err(internal_body_error)?;
+        let chunk = content
+            .reader
+            .read(max as usize)
+            .await
+            .map_err(internal_body_error)?;
+        self.progress += chunk.len() as u64;
+        Ok(chunk)
+    }
+
+    async fn drop(&mut self, content: Resource<Content>) -> wasmtime::Result<()> {
+        self.table.delete(content)?;
+        Ok(())
+    }
+}
+
+impl bindings::wasm_storage::storage::body::HostResponse for HostState {
+    async fn write(
+        &mut self,
+        out: Resource<ResponseSink>,
+        chunk: Vec<u8>,
+    ) -> Result<(), BodyError> {
+        let stall = self.stall_timeout;
+        let sink = self.table.get(&out).map_err(internal_body_error)?;
+        let len = chunk.len() as u64;
+        match tokio::time::timeout(stall, sink.sender.send(Ok(Bytes::from(chunk)))).await {
+            Err(_) => Err(BodyError::Aborted(format!(
+                "the client read nothing for {stall:?}"
+            ))),
+            Ok(Err(_)) => Err(BodyError::Aborted("the client went away".into())),
+            Ok(Ok(())) => {
+                self.progress += len;
+                Ok(())
+            }
+        }
+    }
+
+    async fn drop(&mut self, out: Resource<ResponseSink>) -> wasmtime::Result<()> {
+        self.table.delete(out)?;
+        Ok(())
+    }
+}
+
+fn internal_body_error(error: impl std::fmt::Display) -> BodyError {
+    tracing::error!(%error, "body transfer failed");
+    BodyError::Internal(error.to_string())
+}
+
+impl wit::Host for HostState {}
+
+impl bindings::wasm_storage::storage::volume::Host for HostState {
+    async fn put(
+        &mut self,
+        path: String,
+        body: Resource<Upload>,
+        sha256: String,
+        content_type: String,
+        overwrite: bool,
+    ) -> Result<FileMeta, wit::VolumeError> {
+        let path = parse_path(&path)?;
+        let digest = volume::Digest::parse(&sha256).map_err(to_wit_error)?;
+        let upload = self
+            .table
+            .get_mut(&body)
+            .map_err(|e| wit::VolumeError::Internal(e.to_string()))?;
+        if !upload.ended {
+            return Err(wit::VolumeError::Internal(
+                "the body must be read to its end before it is stored".into(),
+            ));
+        }
+        let staged = upload
+            .staged
+            .take()
+            .ok_or_else(|| wit::VolumeError::Internal("the upload was already stored".into()))?;
+        self.volume
+            .put(&path, staged, &digest, &content_type, overwrite)
+            .await
+            .map(to_wit_meta)
+            .map_err(to_wit_error)
+    }
+
+    async fn stat(&mut self, path: String) -> Result<FileMeta, wit::VolumeError> {
+        let path = parse_path(&path)?;
+        self.volume
+            .stat(&path)
+            .await
+            .map(to_wit_meta)
+            .map_err(to_wit_error)
+    }
+
+    async fn open(
+        &mut self,
+        path: String,
+    ) -> Result<(FileMeta, Resource<Content>), wit::VolumeError> {
+        let path = parse_path(&path)?;
+        let (meta, reader) = self.volume.read(&path).await.map_err(to_wit_error)?;
+        let content = self
+            .table
+            .push(Content { reader })
+            .map_err(|e| wit::VolumeError::Internal(e.to_string()))?;
+        Ok((to_wit_meta(meta), content))
+    }
+
+    async fn delete(&mut self, path: String) -> Result<(), wit::VolumeError> {
+        let path = parse_path(&path)?;
+        self.volume.delete(&path).await.map_err(to_wit_error)
+    }
+
+    async fn list(
+        &mut self,
+        prefix: String,
+        after: Option<String>,
+        limit: u32,
+    ) -> Result<Listing, wit::VolumeError> {
+        let prefix =
+            Prefix::parse(&prefix).map_err(|e| wit::VolumeError::InvalidPath(e.to_string()))?;
+        let listing = self
+            .volume
+            .list(&prefix, after.as_deref(), limit)
+            .await
+            .map_err(to_wit_error)?;
+        Ok(Listing {
+            entries: listing
+                .entries
+                .into_iter()
+                .map(|entry| match entry {
+                    volume::Entry::File(meta) => wit::Entry::File(to_wit_meta(meta)),
+                    volume::Entry::Folder(prefix) => wit::Entry::Folder(prefix),
+                })
+                .collect(),
+            next_after: listing.next_after,
+        })
+    }
+}
+
+fn parse_path(path: &str) -> Result<FilePath, wit::VolumeError> {
+    FilePath::parse(path).map_err(|e| wit::VolumeError::InvalidPath(e.to_string()))
+}
+
+fn to_wit_meta(meta: volume::FileMeta) -> FileMeta {
+    FileMeta {
+        path: meta.path,
+        size: meta.size,
+        sha256: meta.sha256,
+        content_type: meta.content_type,
+        created_ms: meta.created_ms,
+        modified_ms: meta.modified_ms,
+    }
+}
+
+fn to_wit_error(error: VolumeError) -> wit::VolumeError {
+    match error {
+        VolumeError::NotFound(_) => wit::VolumeError::NotFound,
+        VolumeError::AlreadyExists(_) => wit::VolumeError::AlreadyExists,
+        VolumeError::NoSpace => wit::VolumeError::NoSpace,
+        VolumeError::InvalidPath(e) => wit::VolumeError::InvalidPath(e.to_string()),
+        other => {
+            // The detail stays in the log; the guest (and so the client)
+            // sees only that the volume failed.
+            tracing::error!(error = %other, "volume operation failed");
+            wit::VolumeError::Internal(other.to_string())
+        }
+    }
+}

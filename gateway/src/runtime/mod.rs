@@ -1,0 +1,354 @@
+//! The Wasm side of the gateway: one `Engine` with the pooling allocator, the
+//! storage component compiled once into an `InstancePre`, and one
+//! [`WasmInstance`] per store with a typed method for each guest export.
+//!
+//! Layout:
+//! - `mod.rs`: the engine, instantiation, the typed calls and how a failed
+//!   call is classified ([`CallFailure`]).
+//! - [`host`]: the store's data and the host side of the `volume` and `body`
+//!   interfaces (uploads staged as they pass, content read and responses
+//!   written a chunk at a time).
+//! - `limiter`: the `ResourceLimiter`: exact memory figure, per-instance cap,
+//!   and the instance's share of the memory budget.
+
+pub mod host;
+mod limiter;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use wasmtime::component::{Component, HasSelf, Linker, Resource};
+use wasmtime::error::Context as _;
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
+    UpdateDeadline,
+};
+
+use volume::Volume;
+
+use crate::budget::{MemoryBudget, Reservation};
+use host::{HostState, ResponseSink, Upload};
+use limiter::{MemoryLimiter, Refusal};
+
+/// Bindings generated from `wit/storage.wit`.
+pub mod bindings {
+    // The generated glue is not ours to document or lint.
+    #![allow(
+        missing_docs,
+        missing_debug_implementations,
+        unreachable_pub,
+        unsafe_code
+    )]
+    wasmtime::component::bindgen!({
+        world: "storage",
+        path: "../wit",
+        imports: { default: async },
+        exports: { default: async },
+        additional_derives: [PartialEq],
+        with: {
+            "wasm-storage:storage/body.upload": super::host::Upload,
+            "wasm-storage:storage/body.content": super::host::Content,
+            "wasm-storage:storage/body.response": super::host::ResponseSink,
+        },
+    });
+}
+
+use bindings::exports::wasm_storage::storage::handler::{
+    FetchRequest, Fetched, HandlerError, StoreRequest,
+};
+use bindings::wasm_storage::storage::body::BodyError;
+use bindings::wasm_storage::storage::types::{FileMeta, Listing};
+use bindings::{Storage, StoragePre};
+
+/// The storage component built from `storage-guest/` by the build script.
+pub const BUILTIN_GUEST: &[u8] = include_bytes!(env!("STORAGE_GUEST_WASM"));
+
+/// How often the epoch ticks; request deadlines are counted in ticks.
+const EPOCH_TICK: Duration = Duration::from_millis(50);
+
+/// Limits that shape the engine and every instance.
+#[derive(Debug, Clone)]
+pub struct RuntimeLimits {
+    /// Instances that may exist at once (serving ones plus replacements
+    /// being made); sizes the pooling allocator.
+    pub max_instances: u32,
+    /// Most linear memory one instance may hold, in bytes.
+    pub memory_cap: u64,
+    /// Longest a request may go without progress: running in the guest with
+    /// no body bytes moved, or waiting on a client that sends or reads
+    /// nothing.
+    pub request_timeout: Duration,
+}
+
+/// The compiled storage component and everything needed to instantiate it.
+#[derive(Clone)]
+pub struct Runtime {
+    engine: Engine,
+    pre: StoragePre<HostState>,
+    volume: Arc<Volume>,
+    budget: Arc<MemoryBudget>,
+    limits: RuntimeLimits,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// Compile `component` (a binary or text component implementing the
+    /// `storage` world) for an engine sized by `limits`; every instance's
+    /// memory is counted against `budget`.
+    pub fn new(
+        component: &[u8],
+        volume: Arc<Volume>,
+        budget: Arc<MemoryBudget>,
+        limits: RuntimeLimits,
+    ) -> wasmtime::Result<Self> {
+        let engine = Engine::new(&engine_config(&limits))?;
+        let component =
+            Component::new(&engine, component).context("compiling the storage component")?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        Storage::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        let pre = StoragePre::new(linker.instantiate_pre(&component)?)
+            .context("the component does not implement the wasm-storage `storage` world")?;
+        spawn_epoch_ticker(&engine);
+        Ok(Self {
+            engine,
+            pre,
+            volume,
+            budget,
+            limits,
+        })
+    }
+
+    pub fn limits(&self) -> &RuntimeLimits {
+        &self.limits
+    }
+
+    pub fn budget(&self) -> &Arc<MemoryBudget> {
+        &self.budget
+    }
+
+    /// A fresh store and component instance.
+    pub async fn instantiate(&self) -> wasmtime::Result<WasmInstance> {
+        let limiter = MemoryLimiter::new(self.limits.memory_cap, self.budget.clone());
+        let memory = limiter.gauge();
+        let mut store = Store::new(
+            &self.engine,
+            HostState::new(self.volume.clone(), limiter, self.limits.request_timeout),
+        );
+        store.limiter(|state| state.limiter_mut());
+        // A request is interrupted when a whole timeout passes in the guest
+        // without a body byte moving: a large body may take long, a stuck
+        // guest may not.
+        let deadline_ticks = ticks(self.limits.request_timeout);
+        store.epoch_deadline_callback(move |mut context| {
+            if context.data_mut().progress_since_last_look() {
+                Ok(UpdateDeadline::Continue(deadline_ticks))
+            } else {
+                Err(Trap::Interrupt.into())
+            }
+        });
+        // Instantiation runs Wasm too (initialisers): it gets a deadline.
+        store.set_epoch_deadline(deadline_ticks);
+        let bindings = self.pre.instantiate_async(&mut store).await?;
+        store.data_mut().limiter_mut().instantiated();
+        Ok(WasmInstance {
+            store,
+            bindings,
+            memory,
+            deadline_ticks,
+        })
+    }
+}
+
+fn engine_config(limits: &RuntimeLimits) -> Config {
+    let mut pooling = PoolingAllocationConfig::default();
+    // A component instance holds several core instances (the program, the
+    // WASI adapter, shims), each with its tables and memories.
+    let slots = limits.max_instances.max(1);
+    pooling
+        .total_component_instances(slots)
+        .total_core_instances(slots * 8)
+        .total_memories(slots * 4)
+        .total_tables(slots * 8)
+        .total_stacks(slots)
+        .max_memory_size(usize::try_from(limits.memory_cap).unwrap_or(usize::MAX))
+        // Dropping an instance hands all its pages back to the OS: the point
+        // of replacing a bloated instance is that RSS really falls.
+        .linear_memory_keep_resident(0)
+        .table_keep_resident(0);
+    let mut config = Config::new();
+    config
+        .epoch_interruption(true)
+        .memory_init_cow(true)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    config
+}
+
+fn spawn_epoch_ticker(engine: &Engine) {
+    // A thread, not a task: it must tick even if every runtime worker is busy.
+    let engine = engine.weak();
+    std::thread::Builder::new()
+        .name("epoch-ticker".into())
+        .spawn(move || {
+            while let Some(engine) = engine.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .ok();
+}
+
+fn ticks(timeout: Duration) -> u64 {
+    (timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
+}
+
+/// One store with one instance of the storage component.
+pub struct WasmInstance {
+    store: Store<HostState>,
+    bindings: Storage,
+    memory: Arc<AtomicU64>,
+    deadline_ticks: u64,
+}
+
+impl std::fmt::Debug for WasmInstance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmInstance")
+            .field("memory_bytes", &self.memory.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why an instance could not finish a call. The instance is unusable after
+/// any of these and must be replaced.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallFailure {
+    #[error("the request needs more than the instance memory cap of {cap} bytes")]
+    MemoryCap { cap: u64 },
+    #[error("the request needs more memory than the memory budget of {budget} bytes has free")]
+    MemoryBudget { budget: u64 },
+    #[error("the request made no progress within the request timeout")]
+    Timeout,
+    #[error("the instance trapped: {0}")]
+    Trap(String),
+}
+
+/// What a call into the guest gives: the guest's own answer, or why the
+/// instance failed.
+pub type CallResult<T, E = HandlerError> = Result<Result<T, E>, CallFailure>;
+
+impl WasmInstance {
+    /// The instance's linear memory in bytes, readable while it is busy.
+    pub fn memory_gauge(&self) -> Arc<AtomicU64> {
+        self.memory.clone()
+    }
+
+    /// Let the next calls grow into `reservation`'s bytes.
+    pub fn grant(&mut self, reservation: Reservation) {
+        let bytes = reservation.into_allowance();
+        self.store.data_mut().limiter_mut().grant(bytes);
+    }
+
+    /// Give back what was granted and not grown into.
+    pub fn return_unspent(&mut self) {
+        self.store.data_mut().limiter_mut().return_unspent();
+    }
+
+    /// Read `upload` into the instance, hash it, and store it.
+    pub async fn store(&mut self, request: StoreRequest, upload: Upload) -> CallResult<FileMeta> {
+        self.start_call();
+        let body = self.store.data_mut().push(upload).map_err(trap)?;
+        let borrowed = Resource::new_borrow(body.rep());
+        let outcome = self
+            .bindings
+            .wasm_storage_storage_handler()
+            .call_put(&mut self.store, &request, borrowed)
+            .await;
+        // Drops the staged bytes if the guest did not store them.
+        self.store.data_mut().remove(body);
+        self.classify(outcome)
+    }
+
+    /// Answer a read from metadata, or read and verify the content, which
+    /// then waits in the instance for [`WasmInstance::send_body`].
+    pub async fn fetch(&mut self, request: FetchRequest) -> CallResult<Fetched> {
+        self.start_call();
+        let outcome = self
+            .bindings
+            .wasm_storage_storage_handler()
+            .call_fetch(&mut self.store, &request)
+            .await;
+        self.classify(outcome)
+    }
+
+    /// Stream what the last fetch prepared into `sink`.
+    pub async fn send_body(&mut self, sink: ResponseSink) -> CallResult<(), BodyError> {
+        self.start_call();
+        let out = self.store.data_mut().push(sink).map_err(trap)?;
+        let borrowed = Resource::new_borrow(out.rep());
+        let outcome = self
+            .bindings
+            .wasm_storage_storage_handler()
+            .call_send_body(&mut self.store, borrowed)
+            .await;
+        self.store.data_mut().remove(out);
+        self.classify(outcome)
+    }
+
+    pub async fn delete(&mut self, path: &str) -> CallResult<()> {
+        self.start_call();
+        let outcome = self
+            .bindings
+            .wasm_storage_storage_handler()
+            .call_delete(&mut self.store, path)
+            .await;
+        self.classify(outcome)
+    }
+
+    pub async fn list(
+        &mut self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> CallResult<Listing> {
+        self.start_call();
+        let outcome = self
+            .bindings
+            .wasm_storage_storage_handler()
+            .call_list(&mut self.store, prefix, after, limit)
+            .await;
+        self.classify(outcome)
+    }
+
+    fn start_call(&mut self) {
+        self.store.set_epoch_deadline(self.deadline_ticks);
+    }
+
+    fn classify<T, E>(&self, outcome: wasmtime::Result<Result<T, E>>) -> CallResult<T, E> {
+        outcome.map_err(|error| {
+            let limiter = self.store.data().limiter();
+            match limiter.refused() {
+                Some(Refusal::Cap) => CallFailure::MemoryCap { cap: limiter.cap() },
+                Some(Refusal::Budget) => CallFailure::MemoryBudget {
+                    budget: self.store.data().budget_total(),
+                },
+                None if matches!(error.downcast_ref::<Trap>(), Some(Trap::Interrupt)) => {
+                    CallFailure::Timeout
+                }
+                None => CallFailure::Trap(format!("{error:#}")),
+            }
+        })
+    }
+}
+
+fn trap(error: impl std::fmt::Display) -> CallFailure {
+    CallFailure::Trap(error.to_string())
+}
