@@ -167,6 +167,18 @@ async fn upload_browse_download_delete_and_watch_the_pool_in_chromium() {
             .unwrap()
             .starts_with("instance ")
     );
+    // The facts name the memory budget and what is reserved against it.
+    eventually("the memory budget in the pool facts", || async {
+        browser
+            .find(Locator::Id("pool-facts"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+            .contains("memory budget")
+    })
+    .await;
 
     // Upload through the file input.
     let input = browser.find(Locator::Id("file-input")).await.unwrap();

@@ -18,13 +18,13 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use estimator::{Method, Warmup};
 use serde::{Deserialize, Serialize};
 
+use crate::child::Gateway;
 use crate::corpus::{self, Manifest, SizeDistribution};
 use crate::load::{self, Op, RunSpec, Stop, Workload};
 
@@ -201,7 +201,7 @@ pub async fn run(
 
     // Upload the corpus once; every arm then starts fresh on the same data.
     {
-        let gateway = Gateway::start(
+        let gateway = start_gateway(
             loadgen_exe,
             &data_dir,
             plan,
@@ -264,7 +264,7 @@ pub async fn run(
         // Every arm's gateway keeps its samples in the same database: this
         // arm's are the ones taken from now on.
         let started_ms = unix_ms();
-        let gateway = Gateway::start(loadgen_exe, &data_dir, plan, &flags).await?;
+        let gateway = start_gateway(loadgen_exe, &data_dir, plan, &flags).await?;
         let reads = u64::from(plan.instances) * plan.reads_per_instance;
         let spec = read_spec(
             &gateway.url,
@@ -395,70 +395,26 @@ fn column_mean(csv: &str, index: usize) -> f64 {
     }
 }
 
-/// A gateway child process (`loadgen serve …`), killed on drop.
-struct Gateway {
-    child: Child,
-    url: String,
-}
-
-impl Gateway {
-    async fn start(
-        exe: &Path,
-        data_dir: &Path,
-        plan: &Plan,
-        flags: &[&str],
-    ) -> anyhow::Result<Self> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let listen = format!("127.0.0.1:{port}");
-        let instances = plan.instances.to_string();
-        let tick = format!("{}ms", plan.tick.as_millis());
-        let child = Command::new(exe)
-            .arg("serve")
-            .args(["--listen", &listen, "--instances", &instances])
-            .args([
-                "--sample-interval",
-                &tick,
-                "--min-requests-before-recycle",
-                "1",
-            ])
-            .args(["--max-recycling-fraction", "1"])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(flags)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .with_context(|| format!("starting {} serve", exe.display()))?;
-        let mut gateway = Self {
-            child,
-            url: format!("http://{listen}"),
-        };
-        let give_up = Instant::now() + Duration::from_secs(60);
-        loop {
-            let health = reqwest::get(format!("{}/healthz", gateway.url)).await;
-            if health.is_ok_and(|response| response.status().is_success()) {
-                return Ok(gateway);
-            }
-            if let Some(status) = gateway.child.try_wait()? {
-                anyhow::bail!("the gateway exited at start ({status}); its error is above");
-            }
-            anyhow::ensure!(Instant::now() < give_up, "the gateway did not come up");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn stop(mut self) -> anyhow::Result<()> {
-        self.child.kill()?;
-        self.child.wait()?;
-        Ok(())
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A gateway child for one arm: the plan's pool size and tick, recycling
+/// allowed from the first request and for the whole pool at once.
+async fn start_gateway(
+    exe: &Path,
+    data_dir: &Path,
+    plan: &Plan,
+    flags: &[&str],
+) -> anyhow::Result<Gateway> {
+    let instances = plan.instances.to_string();
+    let tick = format!("{}ms", plan.tick.as_millis());
+    let mut args = vec![
+        "--instances",
+        &instances,
+        "--sample-interval",
+        &tick,
+        "--min-requests-before-recycle",
+        "1",
+        "--max-recycling-fraction",
+        "1",
+    ];
+    args.extend_from_slice(flags);
+    Gateway::start(exe, data_dir, &args).await
 }

@@ -7,10 +7,16 @@
 //! - [`experiment`]: the paper's experiment, arm by arm, each against a
 //!   fresh gateway process (`loadgen serve`).
 //! - [`figures`]: the experiment's figures as PNG and SVG.
+//! - [`memory`]: `burst` and `soak`: the gateway process's memory (peak,
+//!   after a burst, after replacing every instance, over a long run).
+//! - [`child`]: a gateway child process on a free loopback port, and its
+//!   memory from `/proc`.
 //!
 //! `src/main.rs` is the `loadgen` binary.
 
+pub mod child;
 pub mod corpus;
 pub mod experiment;
 pub mod figures;
 pub mod load;
+pub mod memory;

@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 use loadgen::corpus::{self, SizeDistribution};
 use loadgen::experiment::{self, Plan};
 use loadgen::load::{self, Op, RunSpec, Stop, Workload};
+use loadgen::memory;
 
 #[derive(Debug, Parser)]
 #[command(name = "loadgen", version, about = "Load generator for wasm-storage")]
@@ -56,6 +57,53 @@ enum Command {
         /// Where to write the PNG and SVG files.
         #[arg(long)]
         out: PathBuf,
+    },
+    /// Memory of the whole gateway process under a burst of concurrent large
+    /// uploads: peak RSS, RSS after, RSS after replacing every instance,
+    /// throughput. Starts its own gateway child on a temp data directory.
+    Burst {
+        /// Concurrent uploads.
+        #[arg(long, default_value_t = 40)]
+        uploads: usize,
+        /// Bytes per upload.
+        #[arg(long, default_value_t = 100_000_000)]
+        size: u64,
+        /// Retry 503s for this long before counting an upload as failed.
+        #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+        give_up_after: Duration,
+        /// Also write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Run this `gateway` binary instead of the gateway built into
+        /// loadgen (to measure another build the same way).
+        #[arg(long)]
+        gateway_bin: Option<PathBuf>,
+        /// Flags for the gateway child, after `--` (e.g. `-- --memory-budget 1GiB`).
+        #[arg(last = true)]
+        gateway_flags: Vec<String>,
+    },
+    /// Verified uploads and downloads of heavy-tailed sizes for a while with
+    /// recycling on, sampling the gateway's RSS: does it grow?
+    Soak {
+        #[arg(long, default_value = "20m", value_parser = humantime::parse_duration)]
+        duration: Duration,
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+        /// Body sizes are log-uniform between these (bytes).
+        #[arg(long, default_value_t = 4096)]
+        min_size: u64,
+        #[arg(long, default_value_t = 64 << 20)]
+        max_size: u64,
+        /// How often RSS is sampled.
+        #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+        every: Duration,
+        /// Also write the report (with every RSS sample) as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Flags for the gateway child, after `--`. Default: a fixed 16 MiB
+        /// threshold, so recycling happens throughout.
+        #[arg(last = true)]
+        gateway_flags: Vec<String>,
     },
     /// Run a gateway (same flags as the `gateway` binary); the experiment
     /// starts one per arm this way.
@@ -211,6 +259,64 @@ async fn main() -> anyhow::Result<()> {
             let failed: u64 = report.arms.iter().map(|arm| arm.failed_requests).sum();
             anyhow::ensure!(failed == 0, "{failed} requests failed");
         }
+        Command::Burst {
+            uploads,
+            size,
+            give_up_after,
+            json,
+            gateway_bin,
+            gateway_flags,
+        } => {
+            let data = tempfile::tempdir()?;
+            let exe = std::env::current_exe()?;
+            let program = match &gateway_bin {
+                Some(bin) => loadgen::child::Program::Gateway(bin),
+                None => loadgen::child::Program::LoadgenServe(&exe),
+            };
+            let spec = memory::BurstSpec {
+                uploads,
+                size,
+                gateway_flags,
+                give_up_after,
+            };
+            let report = memory::burst(program, data.path(), &spec).await?;
+            print_burst(&report);
+            if let Some(path) = &json {
+                std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+            }
+            anyhow::ensure!(report.failed == 0, "{} uploads failed", report.failed);
+            anyhow::ensure!(report.serving_after, "the gateway stopped serving");
+        }
+        Command::Soak {
+            duration,
+            concurrency,
+            min_size,
+            max_size,
+            every,
+            json,
+            mut gateway_flags,
+        } => {
+            if gateway_flags.is_empty() {
+                gateway_flags = ["--estimator-mode", "fixed", "--threshold", "16MiB"]
+                    .map(str::to_owned)
+                    .to_vec();
+            }
+            let data = tempfile::tempdir()?;
+            let spec = memory::SoakSpec {
+                duration,
+                concurrency,
+                min_size,
+                max_size,
+                every,
+                gateway_flags,
+            };
+            let report = memory::soak(&std::env::current_exe()?, data.path(), &spec).await?;
+            print_soak(&report);
+            if let Some(path) = &json {
+                std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+            }
+            anyhow::ensure!(report.failed == 0, "{} requests failed", report.failed);
+        }
         Command::Corpus {
             dir,
             count,
@@ -315,4 +421,68 @@ fn print_report(report: &experiment::Report) {
             arm.mean_rss_bytes / 1048576.0,
         );
     }
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / f64::from(1 << 20)
+}
+
+fn print_burst(report: &memory::BurstReport) {
+    println!(
+        "burst: {} uploads of {:.0} MB, gateway flags {:?}, memory budget {:.0} MiB",
+        report.uploads,
+        report.size_bytes as f64 / 1e6,
+        report.gateway_flags,
+        mib(report.memory_budget_bytes)
+    );
+    println!(
+        "  stored {} ({} 503s retried, {} failed) in {:.1} s: {:.0} MB/s",
+        report.stored, report.retried_503, report.failed, report.seconds, report.throughput_mb_s
+    );
+    println!(
+        "  RSS before                 {:>8.0} MiB",
+        mib(report.rss_before_bytes)
+    );
+    println!(
+        "  peak RSS (VmHWM)           {:>8.0} MiB",
+        mib(report.peak_rss_bytes)
+    );
+    println!(
+        "  RSS after the burst        {:>8.0} MiB   (pool linear memory {:.0} MiB)",
+        mib(report.rss_after_burst_bytes),
+        mib(report.pool_memory_after_burst_bytes)
+    );
+    println!(
+        "  RSS after replacing all    {:>8.0} MiB   (pool linear memory {:.0} MiB)",
+        mib(report.rss_after_replacement_bytes),
+        mib(report.pool_memory_after_replacement_bytes)
+    );
+    println!("  still serving              {}", report.serving_after);
+}
+
+fn print_soak(report: &memory::SoakReport) {
+    let rss: Vec<u64> = report.rss.iter().map(|s| s.1).collect();
+    let mut sorted = rss.clone();
+    sorted.sort_unstable();
+    println!(
+        "soak: {:.0} s at concurrency {}, gateway flags {:?}",
+        report.seconds, report.concurrency, report.gateway_flags
+    );
+    println!(
+        "  {} requests ({} failed), {:.0} MB uploaded, replacements {}",
+        report.requests, report.failed, report.uploaded_mb, report.replacements
+    );
+    println!(
+        "  RSS min / median / max     {:.0} / {:.0} / {:.0} MiB; peak (VmHWM) {:.0} MiB",
+        mib(sorted.first().copied().unwrap_or_default()),
+        mib(sorted.get(sorted.len() / 2).copied().unwrap_or_default()),
+        mib(sorted.last().copied().unwrap_or_default()),
+        mib(report.peak_rss_bytes)
+    );
+    println!(
+        "  RSS after warm-up {:.0} MiB, at the end {:.0} MiB; slope {:+.1} MiB/hour",
+        mib(report.rss_first_after_warmup_bytes),
+        mib(report.rss_last_bytes),
+        report.rss_slope_mib_per_hour
+    );
 }
