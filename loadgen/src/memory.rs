@@ -402,14 +402,14 @@ async fn download_verified(
         "GET {url}: {}",
         response.status()
     );
-    let mut expected = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut expected = ExpectedStream::new(seed);
     let mut stream = response.bytes_stream();
     let mut got = 0u64;
     let mut want = Vec::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
         want.resize(chunk.len(), 0);
-        fill_like_generated(&mut expected, got, &mut want);
+        expected.fill(got, &mut want);
         anyhow::ensure!(
             chunk[..] == want[..],
             "GET {url}: bytes differ near offset {got}"
@@ -420,31 +420,41 @@ async fn download_verified(
     Ok(())
 }
 
-/// The bytes `generated_body` sends at `offset..offset + out.len()`, given
-/// `rng` positioned at `offset` (it advances in the same whole chunks).
-fn fill_like_generated(rng: &mut rand::rngs::StdRng, offset: u64, out: &mut [u8]) {
-    thread_local! {
-        static PENDING: std::cell::RefCell<(u64, Vec<u8>)> = const { std::cell::RefCell::new((0, Vec::new())) };
-    }
-    PENDING.with_borrow_mut(|(start, buffer)| {
-        if offset == 0 {
-            buffer.clear();
-            *start = 0;
+/// The bytes `generated_body` sends for one seed, in order, for checking a
+/// download against them however its pieces are cut.
+struct ExpectedStream {
+    rng: rand::rngs::StdRng,
+    /// The last generated chunk, and where it starts in the stream.
+    chunk: Vec<u8>,
+    chunk_start: u64,
+}
+
+impl ExpectedStream {
+    fn new(seed: u64) -> Self {
+        Self {
+            rng: rand::rngs::StdRng::seed_from_u64(seed),
+            chunk: Vec::new(),
+            chunk_start: 0,
         }
+    }
+
+    /// The next `out.len()` bytes, starting at `offset` (which must follow
+    /// on from the previous call).
+    fn fill(&mut self, offset: u64, out: &mut [u8]) {
         let mut filled = 0;
         while filled < out.len() {
             let at = offset + filled as u64;
-            if at >= *start + buffer.len() as u64 {
-                *start += buffer.len() as u64;
-                buffer.resize(CHUNK, 0);
-                rng.fill_bytes(buffer);
+            if at >= self.chunk_start + self.chunk.len() as u64 {
+                self.chunk_start += self.chunk.len() as u64;
+                self.chunk.resize(CHUNK, 0);
+                self.rng.fill_bytes(&mut self.chunk);
             }
-            let from = usize::try_from(at - *start).unwrap_or_default();
-            let take = (buffer.len() - from).min(out.len() - filled);
-            out[filled..filled + take].copy_from_slice(&buffer[from..from + take]);
+            let from = usize::try_from(at - self.chunk_start).unwrap_or_default();
+            let take = (self.chunk.len() - from).min(out.len() - filled);
+            out[filled..filled + take].copy_from_slice(&self.chunk[from..from + take]);
             filled += take;
         }
-    });
+    }
 }
 
 #[cfg(test)]
@@ -474,11 +484,11 @@ mod tests {
             left -= len as u64;
         }
         // Read back in pieces that do not line up with the chunks.
-        let mut expected = rand::rngs::StdRng::seed_from_u64(9);
+        let mut expected = ExpectedStream::new(9);
         let mut offset = 0;
         for piece in sent.chunks(100_000) {
             let mut want = vec![0; piece.len()];
-            fill_like_generated(&mut expected, offset, &mut want);
+            expected.fill(offset, &mut want);
             assert_eq!(want, piece);
             offset += piece.len() as u64;
         }
