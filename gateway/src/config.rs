@@ -83,7 +83,12 @@ pub struct Config {
     /// (monitor, then freeze a threshold from the data and enforce it), fixed
     /// (--threshold), or rolling (recompute over --rolling-window, never
     /// below the calibrated value).
-    #[arg(long, env = "WASM_STORAGE_ESTIMATOR_MODE", default_value = "calibrate")]
+    #[arg(
+        long,
+        env = "WASM_STORAGE_ESTIMATOR_MODE",
+        value_enum,
+        default_value = "calibrate"
+    )]
     pub estimator_mode: Mode,
 
     /// Threshold method: ci-mean (the paper: upper end of the t confidence

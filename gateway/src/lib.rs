@@ -86,6 +86,12 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
     );
     let runtime =
         Runtime::new(&guest, volume.clone(), budget, limits).map_err(anyhow::Error::from)?;
+    let first_instance_id = volume
+        .samples()
+        .last_instance()
+        .await
+        .context("reading the stored samples")?
+        .map_or(1, |last| last + 1);
     let pool = Pool::start(
         runtime,
         PoolConfig {
@@ -97,6 +103,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
                 as usize)
                 .max(1),
             dispatch: config.dispatch,
+            first_instance_id,
         },
     )
     .await

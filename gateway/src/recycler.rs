@@ -15,53 +15,52 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use estimator::{Estimate, Method, Sample, Warmup};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
-use volume::{MemorySample, ProcessSample, Volume, VolumeError};
+use volume::{ProcessSample, Volume, VolumeError};
 
 use crate::pool::{Pool, ReplaceReason};
 use crate::procstat::ProcessMemory;
 
 /// How the threshold is kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
+    /// Sample only, never replace.
     Monitor,
+    /// Monitor until the sample is big enough, then freeze a threshold and
+    /// enforce it (the paper's procedure).
     Calibrate,
+    /// The operator's threshold.
     Fixed,
+    /// Calibrate, then recompute over a recent window, never below the
+    /// calibrated value.
     Rolling,
-}
-
-impl FromStr for Mode {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
-            "monitor" => Ok(Self::Monitor),
-            "calibrate" => Ok(Self::Calibrate),
-            "fixed" => Ok(Self::Fixed),
-            "rolling" => Ok(Self::Rolling),
-            other => Err(format!(
-                "unknown mode {other:?}: use monitor, calibrate, fixed or rolling"
-            )),
-        }
-    }
 }
 
 impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Monitor => "monitor",
-            Self::Calibrate => "calibrate",
-            Self::Fixed => "fixed",
-            Self::Rolling => "rolling",
-        })
+        use clap::ValueEnum as _;
+        match self.to_possible_value() {
+            Some(value) => f.write_str(value.get_name()),
+            None => write!(f, "{self:?}"),
+        }
     }
+}
+
+/// Why the estimator could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum EstimatorError {
+    /// The settings asked for are not valid (a client's mistake: 400).
+    #[error("{0}")]
+    Invalid(String),
+    /// The samples could not be read or written (the server's: 500).
+    #[error(transparent)]
+    Volume(#[from] VolumeError),
 }
 
 /// The estimator's configuration (see `config.rs` for the flags).
@@ -233,11 +232,11 @@ impl Recycler {
     /// One round: sample, store, update the threshold, enforce it.
     pub async fn round(&self) -> Result<(), VolumeError> {
         let now = volume::now_ms();
-        let instances: Vec<MemorySample> = self
+        let instances: Vec<Sample> = self
             .pool
             .instances()
             .into_iter()
-            .map(|instance| MemorySample {
+            .map(|instance| Sample {
                 timestamp_ms: now,
                 instance: instance.id,
                 bytes: instance.memory_bytes,
@@ -249,11 +248,10 @@ impl Recycler {
             rss_bytes: process.rss_bytes,
             private_dirty_bytes: process.private_dirty_bytes,
         };
-        self.volume.record_samples(&instances, &process).await?;
+        let store = self.volume.samples();
+        store.record(&instances, &process).await?;
         let retention = i64::try_from(self.config.retention.as_millis()).unwrap_or(i64::MAX);
-        self.volume
-            .prune_samples(now.saturating_sub(retention))
-            .await?;
+        store.prune(now.saturating_sub(retention)).await?;
         self.lock().last_sample_ms = Some(now);
         self.update_threshold(now).await?;
         self.pool.enforce().await;
@@ -378,21 +376,11 @@ impl Recycler {
 
     /// Instance samples taken in `[from, to]` (Unix milliseconds).
     pub async fn samples(&self, from: i64, to: i64) -> Result<Vec<Sample>, VolumeError> {
-        Ok(self
-            .volume
-            .memory_samples(from, to)
-            .await?
-            .into_iter()
-            .map(|sample| Sample {
-                timestamp_ms: sample.timestamp_ms,
-                instance: sample.instance,
-                bytes: sample.bytes,
-            })
-            .collect())
+        self.volume.samples().memory(from, to).await
     }
 
     /// Change mode, method, alpha or the fixed threshold now.
-    pub async fn update(&self, change: SettingsChange) -> Result<EstimatorReport, String> {
+    pub async fn update(&self, change: SettingsChange) -> Result<EstimatorReport, EstimatorError> {
         let now = volume::now_ms();
         let (settings, recompute) = {
             // Re-estimation uses the instances that calibration used.
@@ -414,7 +402,7 @@ impl Recycler {
                     settings.mode = Mode::Fixed;
                 }
             }
-            validate(&settings)?;
+            validate(&settings).map_err(EstimatorError::Invalid)?;
             let statistics_changed =
                 settings.method != state.settings.method || settings.alpha != state.settings.alpha;
             let window = state.calibrated.as_ref().map(|frozen| frozen.window);
@@ -423,7 +411,7 @@ impl Recycler {
         // Re-estimate the frozen threshold from the same evidence.
         let refrozen = match recompute {
             Some((from, to)) => {
-                let samples = self.samples(from, to).await.map_err(|e| e.to_string())?;
+                let samples = self.samples(from, to).await?;
                 let used = self.lock().calibration_instances.clone();
                 let medians: Vec<f64> = estimator::summarize(&samples, self.config.warmup)
                     .into_iter()
@@ -436,7 +424,11 @@ impl Recycler {
                     settings.alpha,
                     Some(self.floor_bytes()),
                 )
-                .map_err(|e| format!("cannot re-estimate from the calibration samples: {e}"))?;
+                .map_err(|e| {
+                    EstimatorError::Invalid(format!(
+                        "cannot re-estimate from the calibration samples: {e}"
+                    ))
+                })?;
                 Some(Frozen {
                     estimate,
                     window: (from, to),
@@ -461,9 +453,7 @@ impl Recycler {
             state.last_error = None;
         }
         tracing::info!(mode = %settings.mode, method = %settings.method, alpha = settings.alpha, fixed = ?settings.fixed_threshold, "estimator settings changed");
-        self.update_threshold(now)
-            .await
-            .map_err(|e| e.to_string())?;
+        self.update_threshold(now).await?;
         self.pool.enforce().await;
         Ok(self.report())
     }

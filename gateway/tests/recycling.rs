@@ -385,3 +385,48 @@ async fn replacing_bloated_instances_gives_their_memory_back_to_the_os() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn instance_ids_are_unique_across_restarts_on_the_same_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let first_run = TestServer::start_in(dir.path(), |config| {
+        config.sample_interval = Duration::from_millis(20);
+    })
+    .await;
+    // Replace one instance so the first run used more ids than its pool size.
+    server_replace_first(&first_run).await;
+    while first_run.text("/admin/samples.csv").await.lines().count() < 4 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    first_run.stop().await;
+    let sampled = |csv: &str| -> Vec<u64> {
+        csv.lines()
+            .skip(1)
+            .filter_map(|line| line.split(',').nth(1)?.parse().ok())
+            .collect()
+    };
+    let second_run = TestServer::start_in(dir.path(), |_| {}).await;
+    let before = sampled(&second_run.text("/admin/samples.csv").await);
+    let highest_before = before.iter().copied().max().unwrap();
+    let pool = second_run.json("/admin/pool").await;
+    for instance in pool["instances"].as_array().unwrap() {
+        let id = instance["id"].as_u64().unwrap();
+        assert!(
+            id > highest_before,
+            "instance {id} of the second run reuses an id of the first (up to {highest_before})"
+        );
+    }
+    second_run.stop().await;
+}
+
+async fn server_replace_first(server: &TestServer) {
+    let pool = server.json("/admin/pool").await;
+    let id = pool["instances"][0]["id"].as_u64().unwrap();
+    let response = server
+        .client
+        .post(server.url(&format!("/admin/pool/instances/{id}/replace")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+}

@@ -6,7 +6,8 @@
 //! - `blobs`: blob files: staged in a temp file as an upload's bytes arrive,
 //!   then fsync, rename, fsync of the directory; read back a chunk at a time.
 //! - `index`: the `files` table, migrations, paginated folder listings.
-//! - [`samples`]: the estimator's memory samples, kept in the same database.
+//! - [`samples`]: the estimator's memory samples ([`SampleStore`]), kept in
+//!   the same database.
 //!
 //! Ordering is what keeps a crash harmless: a blob is complete on disk before
 //! the row that names it commits, and a blob is removed only after the commit
@@ -33,7 +34,7 @@ use crate::blobs::BlobStore;
 pub use crate::blobs::{BlobReader, StagedBlob};
 use crate::index::Index;
 pub use crate::path::{FilePath, PathError, Prefix};
-pub use crate::samples::{MemorySample, ProcessSample};
+pub use crate::samples::{ProcessSample, SampleStore};
 
 /// Everything the index knows about one stored file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -353,36 +354,9 @@ impl Volume {
         Ok(report)
     }
 
-    /// Store one sampling round: every instance's memory and the process's.
-    pub async fn record_samples(
-        &self,
-        instances: &[MemorySample],
-        process: &ProcessSample,
-    ) -> Result<(), VolumeError> {
-        self.index.record_samples(instances, process).await
-    }
-
-    /// Instance memory samples taken in `[from_ms, to_ms]`, in time order.
-    pub async fn memory_samples(
-        &self,
-        from_ms: i64,
-        to_ms: i64,
-    ) -> Result<Vec<MemorySample>, VolumeError> {
-        self.index.memory_samples(from_ms, to_ms).await
-    }
-
-    /// Process memory samples taken in `[from_ms, to_ms]`, in time order.
-    pub async fn process_samples(
-        &self,
-        from_ms: i64,
-        to_ms: i64,
-    ) -> Result<Vec<ProcessSample>, VolumeError> {
-        self.index.process_samples(from_ms, to_ms).await
-    }
-
-    /// Forget samples taken before `before_ms`.
-    pub async fn prune_samples(&self, before_ms: i64) -> Result<u64, VolumeError> {
-        self.index.prune_samples(before_ms).await
+    /// The estimator's samples, kept in the same database.
+    pub fn samples(&self) -> SampleStore<'_> {
+        SampleStore::new(&self.index)
     }
 
     /// Close the index's connections (waits for in-flight queries).

@@ -1,19 +1,13 @@
-//! Memory samples in the metadata database, so the estimator's evidence
-//! survives a restart and can be exported.
+//! The estimator's evidence in the metadata database, so it survives a
+//! restart and can be exported: each instance's memory
+//! ([`estimator::Sample`], stored as it is) and the process's at every
+//! sampling round. [`SampleStore`] is their one home.
 
+use estimator::Sample;
 use serde::Serialize;
 
 use crate::VolumeError;
 use crate::index::Index;
-
-/// One instance's linear memory at one moment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct MemorySample {
-    /// Milliseconds since the Unix epoch.
-    pub timestamp_ms: i64,
-    pub instance: u64,
-    pub bytes: u64,
-}
 
 /// The whole process's memory at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -31,14 +25,24 @@ fn from_sql(value: i64) -> u64 {
     u64::try_from(value).unwrap_or_default()
 }
 
-impl Index {
+/// The samples, kept in the metadata database beside the files.
+#[derive(Debug, Clone, Copy)]
+pub struct SampleStore<'a> {
+    index: &'a Index,
+}
+
+impl<'a> SampleStore<'a> {
+    pub(crate) fn new(index: &'a Index) -> Self {
+        Self { index }
+    }
+
     /// Store one sampling round in one transaction.
-    pub(crate) async fn record_samples(
+    pub async fn record(
         &self,
-        instances: &[MemorySample],
+        instances: &[Sample],
         process: &ProcessSample,
     ) -> Result<(), VolumeError> {
-        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.index.pool().begin_with("BEGIN IMMEDIATE").await?;
         for sample in instances {
             sqlx::query(
                 "INSERT INTO memory_samples (timestamp_ms, instance, bytes) VALUES (?, ?, ?)",
@@ -60,22 +64,18 @@ impl Index {
     }
 
     /// Instance samples taken in `[from_ms, to_ms]`, in time order.
-    pub(crate) async fn memory_samples(
-        &self,
-        from_ms: i64,
-        to_ms: i64,
-    ) -> Result<Vec<MemorySample>, VolumeError> {
+    pub async fn memory(&self, from_ms: i64, to_ms: i64) -> Result<Vec<Sample>, VolumeError> {
         let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
             "SELECT timestamp_ms, instance, bytes FROM memory_samples
              WHERE timestamp_ms BETWEEN ? AND ? ORDER BY timestamp_ms, instance",
         )
         .bind(from_ms)
         .bind(to_ms)
-        .fetch_all(self.pool())
+        .fetch_all(self.index.pool())
         .await?;
         Ok(rows
             .into_iter()
-            .map(|(timestamp_ms, instance, bytes)| MemorySample {
+            .map(|(timestamp_ms, instance, bytes)| Sample {
                 timestamp_ms,
                 instance: from_sql(instance),
                 bytes: from_sql(bytes),
@@ -84,7 +84,7 @@ impl Index {
     }
 
     /// Process samples taken in `[from_ms, to_ms]`, in time order.
-    pub(crate) async fn process_samples(
+    pub async fn process(
         &self,
         from_ms: i64,
         to_ms: i64,
@@ -95,7 +95,7 @@ impl Index {
         )
         .bind(from_ms)
         .bind(to_ms)
-        .fetch_all(self.pool())
+        .fetch_all(self.index.pool())
         .await?;
         Ok(rows
             .into_iter()
@@ -107,13 +107,22 @@ impl Index {
             .collect())
     }
 
+    /// The highest instance id any stored sample names: a new run numbers
+    /// its instances above it, so two runs' samples never share an id.
+    pub async fn last_instance(&self) -> Result<Option<u64>, VolumeError> {
+        let last: Option<i64> = sqlx::query_scalar("SELECT MAX(instance) FROM memory_samples")
+            .fetch_one(self.index.pool())
+            .await?;
+        Ok(last.map(from_sql))
+    }
+
     /// Forget samples older than `before_ms`; returns how many rows went.
-    pub(crate) async fn prune_samples(&self, before_ms: i64) -> Result<u64, VolumeError> {
+    pub async fn prune(&self, before_ms: i64) -> Result<u64, VolumeError> {
         let mut removed = 0;
         for table in ["memory_samples", "process_samples"] {
             removed += sqlx::query(&format!("DELETE FROM {table} WHERE timestamp_ms < ?"))
                 .bind(before_ms)
-                .execute(self.pool())
+                .execute(self.index.pool())
                 .await?
                 .rows_affected();
         }

@@ -242,14 +242,15 @@ async fn listing_collapses_folders_and_pages() {
 #[tokio::test]
 async fn samples_are_kept_until_pruned() {
     let (_dir, volume) = open().await;
+    assert_eq!(volume.samples().last_instance().await.unwrap(), None);
     let round = |t: i64| {
         let instances = [
-            MemorySample {
+            estimator::Sample {
                 timestamp_ms: t,
                 instance: 1,
                 bytes: 100 + t as u64,
             },
-            MemorySample {
+            estimator::Sample {
                 timestamp_ms: t,
                 instance: 2,
                 bytes: 200,
@@ -264,25 +265,29 @@ async fn samples_are_kept_until_pruned() {
     };
     for t in [1000, 2000, 3000] {
         let (instances, process) = round(t);
-        volume.record_samples(&instances, &process).await.unwrap();
+        volume.samples().record(&instances, &process).await.unwrap();
     }
-    let all = volume.memory_samples(0, i64::MAX).await.unwrap();
+    assert_eq!(volume.samples().last_instance().await.unwrap(), Some(2));
+    let all = volume.samples().memory(0, i64::MAX).await.unwrap();
     assert_eq!(all.len(), 6);
     assert_eq!(
         all[0],
-        MemorySample {
+        estimator::Sample {
             timestamp_ms: 1000,
             instance: 1,
             bytes: 1100
         }
     );
-    assert_eq!(volume.memory_samples(2000, 2000).await.unwrap().len(), 2);
-    assert_eq!(volume.process_samples(0, i64::MAX).await.unwrap().len(), 3);
-
-    assert_eq!(volume.prune_samples(2500).await.unwrap(), 6);
-    assert_eq!(volume.memory_samples(0, i64::MAX).await.unwrap().len(), 2);
+    assert_eq!(volume.samples().memory(2000, 2000).await.unwrap().len(), 2);
     assert_eq!(
-        volume.process_samples(0, i64::MAX).await.unwrap()[0].timestamp_ms,
+        volume.samples().process(0, i64::MAX).await.unwrap().len(),
+        3
+    );
+
+    assert_eq!(volume.samples().prune(2500).await.unwrap(), 6);
+    assert_eq!(volume.samples().memory(0, i64::MAX).await.unwrap().len(), 2);
+    assert_eq!(
+        volume.samples().process(0, i64::MAX).await.unwrap()[0].timestamp_ms,
         3000
     );
 }

@@ -53,6 +53,9 @@ pub struct PoolConfig {
     /// Most instances being replaced for the threshold at once.
     pub max_recycling: usize,
     pub dispatch: Dispatch,
+    /// The first instance's id. Above every id in the stored samples, so no
+    /// two runs on the same data ever share an instance id.
+    pub first_instance_id: u64,
 }
 
 /// Why a request got no answer from an instance.
@@ -192,6 +195,7 @@ pub struct Pool {
 impl Pool {
     /// Create the pool and its `config.size` instances.
     pub async fn start(runtime: Runtime, config: PoolConfig) -> wasmtime::Result<Arc<Self>> {
+        let first_id = config.first_instance_id.max(1);
         let pool = Arc::new(Self {
             budget: runtime.budget().clone(),
             runtime,
@@ -199,7 +203,7 @@ impl Pool {
             state: Mutex::default(),
             idle_permits: Semaphore::new(0),
             waiting: AtomicUsize::new(0),
-            next_id: AtomicU64::new(1),
+            next_id: AtomicU64::new(first_id),
             threshold: AtomicU64::new(0),
             recycling: AtomicUsize::new(0),
             baseline: AtomicU64::new(0),

@@ -15,7 +15,7 @@ use crate::AppState;
 use crate::error::AppError;
 use crate::pool::{InstanceStatus, ReplaceReason};
 use crate::procstat::ProcessMemory;
-use crate::recycler::{EstimatorReport, SettingsChange};
+use crate::recycler::{EstimatorError, EstimatorReport, SettingsChange};
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
@@ -96,7 +96,10 @@ async fn change_estimator(
         .update(change)
         .await
         .map(Json)
-        .map_err(AppError::BadRequest)
+        .map_err(|error| match error {
+            EstimatorError::Invalid(why) => AppError::BadRequest(why),
+            EstimatorError::Volume(error) => AppError::Internal(error.to_string()),
+        })
 }
 
 #[derive(Debug, Deserialize)]
@@ -130,7 +133,8 @@ async fn process_samples_csv(
 ) -> Result<impl IntoResponse, AppError> {
     let samples = state
         .volume
-        .process_samples(range.from.unwrap_or(i64::MIN), range.to.unwrap_or(i64::MAX))
+        .samples()
+        .process(range.from.unwrap_or(i64::MIN), range.to.unwrap_or(i64::MAX))
         .await
         .map_err(|e| AppError::Internal(e.to_string()))?;
     let mut csv = String::from("timestamp,rss_bytes,private_dirty_bytes\n");
