@@ -4,7 +4,9 @@
 //! bytes)` → each instance's median after its warm-up → a threshold over
 //! those medians → which instances are above it. This is the paper's
 //! Estimator (`../shared/seeds/000_*`, section 3), with two more methods and
-//! a normality diagnostic for its open problems (section 6).
+//! a normality diagnostic for its open problems (section 6), and the
+//! restart-budget threshold over single requests' footprints that answers
+//! them.
 //!
 //! Layout:
 //! - [`samples`]: the sample type and its CSV form.
@@ -12,9 +14,12 @@
 //! - [`threshold`]: the `ci-mean`, `prediction` and `quantile` methods and
 //!   the floor.
 //! - [`normality`]: the Shapiro–Wilk test reported beside every threshold.
+//! - [`footprint`]: the restart-budget threshold, from what each request
+//!   needed rather than from per-instance medians.
 //!
 //! The `estimator` binary (`src/main.rs`) runs this on a sample CSV.
 
+pub mod footprint;
 pub mod normality;
 pub mod samples;
 pub mod threshold;
@@ -22,6 +27,7 @@ pub mod warmup;
 
 use std::collections::BTreeMap;
 
+pub use footprint::{BudgetError, BudgetEstimate, Footprint, restart_budget_threshold};
 pub use samples::{Sample, read_csv, write_csv};
 pub use threshold::{Estimate, EstimateError, Method, estimate};
 pub use warmup::Warmup;

@@ -174,7 +174,7 @@ async fn rss_after_replacement() -> anyhow::Result<()> {
         server
             .state
             .pool
-            .drain(instance.id, ReplaceReason::Requested)
+            .drain(instance.id, ReplaceReason::Manual)
             .await;
     }
     let replaced_in = started.elapsed();
@@ -230,7 +230,7 @@ async fn replacement_time() -> anyhow::Result<()> {
         server
             .state
             .pool
-            .drain(grown.id, ReplaceReason::Requested)
+            .drain(grown.id, ReplaceReason::Manual)
             .await;
         times.push(start.elapsed());
         anyhow::ensure!(

@@ -8,10 +8,10 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use clap::Parser;
-use estimator::{Method, Warmup};
+use estimator::Warmup;
 
 use crate::pool::Dispatch;
-use crate::recycler::Mode;
+use crate::recycler::{Method, Mode};
 
 /// wasm-storage gateway: stores files over HTTP, handling every request in a
 /// pool of long-lived WebAssembly instances.
@@ -52,11 +52,17 @@ pub struct Config {
     #[arg(long, env = "WASM_STORAGE_MEMORY_BUDGET")]
     pub memory_budget: Option<ByteSize>,
 
-    /// Which idle instance serves the next request: mru (most recently used;
-    /// traffic stays on few instances, so few grow), lru (spread evenly), or
-    /// memory-aware (the smallest idle instance that already holds the
-    /// request's body, else the largest).
-    #[arg(long, env = "WASM_STORAGE_DISPATCH", value_enum, default_value = "mru")]
+    /// Which idle instance serves the next request: memory-aware (the
+    /// smallest idle instance that already holds the request's body, else
+    /// the largest: large requests keep to few instances), mru (most
+    /// recently used; traffic stays on few instances), or lru (spread
+    /// evenly).
+    #[arg(
+        long,
+        env = "WASM_STORAGE_DISPATCH",
+        value_enum,
+        default_value = "memory-aware"
+    )]
     pub dispatch: Dispatch,
 
     /// Requests that may wait for a free instance; past this they get 503.
@@ -80,25 +86,50 @@ pub struct Config {
     pub guest: Option<PathBuf>,
 
     /// How the restart threshold is kept: monitor (sample only), calibrate
-    /// (monitor, then freeze a threshold from the data and enforce it), fixed
-    /// (--threshold), or rolling (recompute over --rolling-window, never
-    /// below the calibrated value).
+    /// (learn, then freeze a threshold and enforce it), fixed (--threshold),
+    /// or rolling (learn, then keep re-estimating as the workload moves).
     #[arg(
         long,
         env = "WASM_STORAGE_ESTIMATOR_MODE",
         value_enum,
-        default_value = "calibrate"
+        default_value = "rolling"
     )]
     pub estimator_mode: Mode,
 
-    /// Threshold method: ci-mean (the paper: upper end of the t confidence
-    /// interval of the mean of per-instance medians), prediction, or quantile.
-    #[arg(long, env = "WASM_STORAGE_ESTIMATOR_METHOD", default_value = "ci-mean")]
+    /// Threshold method: restart-budget (the lowest threshold at which at
+    /// most --restart-budget of requests restart their instance, learned
+    /// from each request's footprint), or, over per-instance medians of
+    /// memory samples, ci-mean (the paper), prediction or quantile.
+    #[arg(
+        long,
+        env = "WASM_STORAGE_ESTIMATOR_METHOD",
+        value_enum,
+        default_value = "restart-budget"
+    )]
     pub estimator_method: Method,
 
-    /// Significance level; the threshold is the upper alpha/2 point.
+    /// The operator's knob for restart-budget: the largest fraction of
+    /// requests that may end in replacing their instance.
+    #[arg(long, env = "WASM_STORAGE_RESTART_BUDGET", default_value_t = 0.01)]
+    pub restart_budget: f64,
+
+    /// Median methods: significance level; the threshold is the upper
+    /// alpha/2 point.
     #[arg(long, env = "WASM_STORAGE_ESTIMATOR_ALPHA", default_value_t = 0.05)]
     pub estimator_alpha: f64,
+
+    /// restart-budget: requests observed before a threshold is set.
+    #[arg(
+        long,
+        env = "WASM_STORAGE_ESTIMATOR_MIN_REQUESTS",
+        default_value_t = 32
+    )]
+    pub estimator_min_requests: u64,
+
+    /// restart-budget: the most recent requests it estimates over (how fast
+    /// it follows a workload that drifts).
+    #[arg(long, env = "WASM_STORAGE_FOOTPRINT_WINDOW", default_value_t = 1000)]
+    pub footprint_window: u64,
 
     /// The threshold for `fixed` mode (bytes; suffixes accepted).
     #[arg(long, env = "WASM_STORAGE_THRESHOLD")]
@@ -113,10 +144,10 @@ pub struct Config {
     #[arg(long, env = "WASM_STORAGE_WARMUP", default_value = "stable:2")]
     pub warmup: Warmup,
 
-    /// Instances that must be ready (--calibration-samples steady samples and
-    /// --calibration-requests served) before calibration freezes the
-    /// threshold (0: every instance of the pool).
-    #[arg(long, env = "WASM_STORAGE_CALIBRATION_INSTANCES", default_value_t = 0)]
+    /// Median methods: instances that must be ready (--calibration-samples
+    /// steady samples and --calibration-requests served) before a threshold
+    /// is set (at least 2; every ready instance is used).
+    #[arg(long, env = "WASM_STORAGE_CALIBRATION_INSTANCES", default_value_t = 2)]
     pub calibration_instances: usize,
 
     /// Steady (post-warm-up) samples each of those instances needs.
@@ -128,7 +159,7 @@ pub struct Config {
     #[arg(long, env = "WASM_STORAGE_CALIBRATION_REQUESTS", default_value_t = 20)]
     pub calibration_requests: u64,
 
-    /// The window `rolling` mode recomputes over.
+    /// Median methods: the window `rolling` mode recomputes over.
     #[arg(long, env = "WASM_STORAGE_ROLLING_WINDOW", default_value = "10m", value_parser = humantime::parse_duration)]
     pub rolling_window: Duration,
 

@@ -104,6 +104,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
                 .max(1),
             dispatch: config.dispatch,
             first_instance_id,
+            footprint_window: usize::try_from(config.footprint_window).unwrap_or(usize::MAX),
         },
     )
     .await
@@ -114,17 +115,25 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
         pool.clone(),
         volume.clone(),
         EstimatorConfig {
-            mode: config.estimator_mode,
-            method: config.estimator_method,
-            alpha: config.estimator_alpha,
-            fixed_threshold: config.threshold.map(|size| size.0),
-            warmup: config.warmup,
+            settings: recycler::Settings {
+                mode: config.estimator_mode,
+                method: config.estimator_method,
+                alpha: config.estimator_alpha,
+                restart_budget: config.restart_budget,
+                fixed_threshold: config.threshold.map(|size| size.0),
+            },
+            policy: recycler::PolicyConfig {
+                warmup: config.warmup,
+                min_requests: config.estimator_min_requests,
+                footprint_window: config.footprint_window,
+                calibration_instances: config.calibration_instances,
+                calibration_samples: config.calibration_samples,
+                calibration_requests: config.calibration_requests,
+                rolling_window_ms: i64::try_from(config.rolling_window.as_millis())
+                    .unwrap_or(i64::MAX),
+                floor_margin: config.threshold_floor_margin.0,
+            },
             sample_interval: config.sample_interval,
-            calibration_instances: config.calibration_instances,
-            calibration_samples: config.calibration_samples,
-            calibration_requests: config.calibration_requests,
-            rolling_window: config.rolling_window,
-            floor_margin: config.threshold_floor_margin.0,
             retention: config.sample_retention,
         },
     )

@@ -160,7 +160,7 @@ async fn memory_figures_grow_with_uploads_and_a_replaced_instance_starts_small()
         instances(&pool)[0]["memory_bytes"].as_u64().unwrap(),
         baseline
     );
-    assert_eq!(pool["replacements"]["requested"], 1);
+    assert_eq!(pool["replacements"]["manual"], 1);
     let unknown = server
         .client
         .post(server.url("/admin/pool/instances/999999/replace"))
@@ -196,11 +196,11 @@ async fn concurrent_clients_all_get_verified_answers() {
     for client in clients {
         client.await.unwrap();
     }
-    let pool = server.json("/admin/pool").await;
-    let served: u64 = instances(&pool)
-        .iter()
-        .map(|i| i["requests"].as_u64().unwrap())
-        .sum();
+    // Every request was served (counted across instances the estimator may
+    // have replaced meanwhile).
+    let served = server.json("/admin/estimator").await["requests"]
+        .as_u64()
+        .unwrap();
     assert!(served >= 120, "served {served}");
     server.stop().await;
 }

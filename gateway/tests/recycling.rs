@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use common::{TestServer, random_bytes, sha256_hex};
 use gateway::config::ByteSize;
-use gateway::recycler::Mode;
-use rand::Rng;
+use gateway::recycler::{Method, Mode};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -161,6 +162,8 @@ async fn calibrate_sets_the_threshold_from_the_data_and_then_enforces_it() {
     let server = TestServer::start(|config| {
         config.instances = 4;
         config.estimator_mode = Mode::Calibrate;
+        config.estimator_method = Method::CiMean;
+        config.calibration_instances = 4;
         config.sample_interval = Duration::from_millis(50);
         config.calibration_samples = 3;
         config.calibration_requests = 10;
@@ -213,9 +216,18 @@ async fn calibrate_sets_the_threshold_from_the_data_and_then_enforces_it() {
             .status(),
         StatusCode::CREATED
     );
-    let restarts = server.json("/admin/estimator").await["restarts"]
-        .as_u64()
-        .unwrap();
+    // Replaced as the request ends, or at the next round if the recycling
+    // cap (one instance of four) was taken at that moment.
+    let give_up = Instant::now() + Duration::from_secs(5);
+    let restarts = loop {
+        let restarts = server.json("/admin/estimator").await["restarts"]
+            .as_u64()
+            .unwrap();
+        if restarts > before || Instant::now() > give_up {
+            break restarts;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert!(
         restarts > before,
         "an instance above the threshold was not replaced"
@@ -229,7 +241,7 @@ async fn calibrate_sets_the_threshold_from_the_data_and_then_enforces_it() {
     // The same threshold, recomputed by the library from the exported CSV of
     // the calibration window, with the same rules.
     let started = report["calibration"]["started_ms"].as_i64().unwrap();
-    let frozen = report["calibration"]["frozen_ms"].as_i64().unwrap();
+    let frozen = report["calibration"]["engaged_ms"].as_i64().unwrap();
     let csv = server
         .text(&format!("/admin/samples.csv?from={started}&to={frozen}"))
         .await;
@@ -291,6 +303,8 @@ async fn bad_estimator_settings_are_refused() {
     let server = TestServer::start(|_| {}).await;
     for body in [
         json!({ "alpha": 1.5 }),
+        json!({ "restart_budget": 0 }),
+        json!({ "method": "median" }),
         json!({ "mode": "fixed" }),
         json!({ "mode": "sometimes" }),
         json!({ "treshold": 5 }),
@@ -307,7 +321,7 @@ async fn bad_estimator_settings_are_refused() {
         assert_eq!(error["error"], "bad_request");
     }
     // Nothing changed.
-    assert_eq!(server.json("/admin/estimator").await["mode"], "calibrate");
+    assert_eq!(server.json("/admin/estimator").await["mode"], "rolling");
     server.stop().await;
 }
 
@@ -429,4 +443,114 @@ async fn server_replace_first(server: &TestServer) {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::ACCEPTED);
+}
+
+/// Upload `size` random bytes (from `rng`) to `path` and read them back.
+async fn round_trip(server: &TestServer, path: &str, rng: &mut StdRng, size: usize) {
+    let mut content = vec![0; size];
+    rng.fill(&mut content[..]);
+    let stored = server.put(path, content.clone()).await;
+    assert!(
+        stored.status().is_success(),
+        "PUT {path}: {}",
+        stored.status()
+    );
+    let fetched = server
+        .client
+        .get(server.url(&format!("/files/{path}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fetched.status(), StatusCode::OK, "GET {path}");
+    assert_eq!(
+        sha256_hex(&fetched.bytes().await.unwrap()),
+        sha256_hex(&content)
+    );
+}
+
+/// The new user: default flags (but a short sampling interval), one
+/// client, small files and one large one. The default estimator must set a
+/// threshold within 40 requests (32 observed, then at most 8 more before
+/// its next step), replace the instance the large file grew, and keep
+/// restarts within the 1 % budget over the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_estimator_engages_for_one_client_and_replaces_a_rare_large_request() {
+    let server = TestServer::start(|config| {
+        config.sample_interval = Duration::from_millis(100);
+    })
+    .await;
+    let report = server.json("/admin/estimator").await;
+    assert_eq!(report["mode"], "rolling");
+    assert_eq!(report["method"], "restart-budget");
+    assert_eq!(report["restart_budget"], 0.01);
+    assert_eq!(report["threshold_bytes"], Value::Null);
+    assert_eq!(report["calibration"]["progress"]["needs"], "requests");
+
+    // The user: 100 files of up to 1 MB, each uploaded and read.
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut engaged_after = None;
+    for i in 0..100 {
+        let size = rng.random_range(KIB..MIB);
+        round_trip(&server, &format!("small/{i}"), &mut rng, size).await;
+        if engaged_after.is_none() {
+            let report = server.json("/admin/estimator").await;
+            if report["threshold_bytes"].is_u64() {
+                engaged_after = Some(report["requests"].as_u64().unwrap());
+            }
+        }
+    }
+    let engaged_after = engaged_after.expect("no threshold after 200 requests");
+    assert!(
+        engaged_after <= 40,
+        "threshold set only after {engaged_after} requests"
+    );
+    let threshold = server.json("/admin/estimator").await["threshold_bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(threshold < 4 * MIB as u64, "threshold {threshold}");
+
+    // Then one 100 MB file, uploaded and read: 2 requests in 202, within
+    // the 1 % budget, so each instance it grows is replaced as it ends.
+    let replaced = |pool: &Value| pool["replacements"]["threshold"].as_u64().unwrap_or(0);
+    let before = replaced(&server.json("/admin/pool").await);
+    round_trip(&server, "large", &mut rng, 100 * MIB).await;
+    // At check-in, or at the next round if the recycling cap was taken.
+    let give_up = Instant::now() + Duration::from_secs(5);
+    let pool = loop {
+        let pool = server.json("/admin/pool").await;
+        if replaced(&pool) >= before + 2 || Instant::now() > give_up {
+            break pool;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(replaced(&pool), before + 2, "{pool}");
+    for instance in pool["instances"].as_array().unwrap() {
+        assert!(
+            instance["memory_bytes"].as_u64().unwrap() < 50 * MIB as u64,
+            "{pool}"
+        );
+    }
+
+    // A longer run of small files: restarts stay within the budget (the
+    // sizes come from a seeded generator, so this run is the same each time).
+    let restarts_before = server.json("/admin/estimator").await["restarts"]
+        .as_u64()
+        .unwrap();
+    for i in 0..500 {
+        let size = rng.random_range(KIB..MIB);
+        round_trip(&server, &format!("small/{}", i % 50), &mut rng, size).await;
+    }
+    let report = server.json("/admin/estimator").await;
+    let restarts = report["restarts"].as_u64().unwrap() - restarts_before;
+    let rate = restarts as f64 / 1000.0;
+    println!(
+        "default estimator: engaged after {engaged_after} requests; {restarts} restarts in the last 1000 requests ({:.2} %), {} in all {} requests; {}",
+        100.0 * rate,
+        report["restarts"],
+        report["requests"],
+        report["summary"]
+    );
+    assert!(rate <= 0.012, "restart rate {rate}: {report}");
+    assert_eq!(report["calibration"]["state"], "rolling");
+    server.stop().await;
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use super::{DispatchError, Instance, Pool};
+use super::{DispatchError, Instance, Outcome, Pool};
 use crate::runtime::{CallFailure, WasmInstance};
 
 /// An instance checked out of the pool for one request. If it is dropped
@@ -15,6 +15,8 @@ use crate::runtime::{CallFailure, WasmInstance};
 pub struct Lease {
     pub(super) pool: Arc<Pool>,
     pub(super) instance: Option<Instance>,
+    /// The instance's linear memory when it was leased.
+    pub(super) memory_before: u64,
 }
 
 /// The answer of work spawned on a lease.
@@ -47,10 +49,15 @@ impl Lease {
             let Some(instance) = self.instance.as_mut() else {
                 return;
             };
-            let outcome = work(&mut instance.wasm).await;
-            let failure = outcome.as_ref().err().cloned();
-            let _ = answer.send(outcome);
-            self.check_in(failure).await;
+            let result = work(&mut instance.wasm).await;
+            let outcome = match &result {
+                Ok(_) => Outcome::Served {
+                    memory_before: self.memory_before,
+                },
+                Err(failure) => Outcome::Failed(failure.clone()),
+            };
+            let _ = answer.send(result);
+            self.check_in(outcome).await;
         });
         Answer(answered)
     }
@@ -68,12 +75,12 @@ impl Lease {
 
     /// Give the instance back unused.
     pub async fn release(self) {
-        self.check_in(None).await;
+        self.check_in(Outcome::Unused).await;
     }
 
-    async fn check_in(mut self, failure: Option<CallFailure>) {
+    async fn check_in(mut self, outcome: Outcome) {
         if let Some(instance) = self.instance.take() {
-            self.pool.check_in(instance, failure).await;
+            self.pool.check_in(instance, outcome).await;
         }
     }
 }

@@ -17,9 +17,11 @@
 //! - [`dispatch`]: which idle instance a request gets.
 //! - [`admission`]: what a request reserves, and the bounded wait queue.
 //! - [`lease`]: an instance checked out, and the work run on it.
+//! - [`footprints`]: what each request needed, recorded at check-in.
 
 pub mod admission;
 pub mod dispatch;
+pub mod footprints;
 pub mod lease;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -33,6 +35,8 @@ use tokio::sync::{Semaphore, TryAcquireError};
 pub use admission::BodySize;
 use admission::QueueSlot;
 pub use dispatch::Dispatch;
+use estimator::Footprint;
+pub use footprints::FootprintLog;
 pub use lease::{Answer, Lease};
 
 use crate::budget::{MemoryBudget, Reservation};
@@ -56,6 +60,8 @@ pub struct PoolConfig {
     /// The first instance's id. Above every id in the stored samples, so no
     /// two runs on the same data ever share an instance id.
     pub first_instance_id: u64,
+    /// Footprints of the most recent requests kept for the estimator.
+    pub footprint_window: usize,
 }
 
 /// Why a request got no answer from an instance.
@@ -84,9 +90,13 @@ pub enum ReplaceReason {
     /// It trapped (including growth past the memory cap, or a timeout).
     Trap,
     /// An operator asked for it through the admin API.
-    Requested,
-    /// Its linear memory went above the restart threshold.
+    Manual,
+    /// The request that just ended took its linear memory above the
+    /// restart threshold.
     Threshold,
+    /// The threshold moved below it (the workload drifted, or the estimate
+    /// learned more) while it sat above.
+    Drift,
     /// The memory budget was short and it was idle and grown.
     Budget,
 }
@@ -112,6 +122,9 @@ struct InstanceInfo {
     busy: AtomicBool,
     /// Set when the instance must take no new request; says why.
     drain: Mutex<Option<ReplaceReason>>,
+    /// Its last request took it over the threshold, but the recycling cap
+    /// was full: the next `enforce` replaces it for `Threshold`.
+    crossed: AtomicBool,
 }
 
 impl InstanceInfo {
@@ -163,6 +176,17 @@ struct Instance {
     wasm: WasmInstance,
 }
 
+/// How a leased instance comes back.
+#[derive(Debug)]
+enum Outcome {
+    /// It served its request, which found it at `memory_before` bytes.
+    Served { memory_before: u64 },
+    /// It failed; it is replaced.
+    Failed(CallFailure),
+    /// It was not used.
+    Unused,
+}
+
 #[derive(Debug, Default)]
 struct State {
     /// Idle instances, least recently used at the front.
@@ -190,6 +214,7 @@ pub struct Pool {
     /// Linear memory of the most recently created instance: what a fresh
     /// instance holds.
     baseline: AtomicU64,
+    footprints: FootprintLog,
 }
 
 impl Pool {
@@ -199,7 +224,6 @@ impl Pool {
         let pool = Arc::new(Self {
             budget: runtime.budget().clone(),
             runtime,
-            config,
             state: Mutex::default(),
             idle_permits: Semaphore::new(0),
             waiting: AtomicUsize::new(0),
@@ -207,6 +231,8 @@ impl Pool {
             threshold: AtomicU64::new(0),
             recycling: AtomicUsize::new(0),
             baseline: AtomicU64::new(0),
+            footprints: FootprintLog::new(config.footprint_window),
+            config,
         });
         for _ in 0..pool.config.size {
             let instance = pool.create().await?;
@@ -225,6 +251,11 @@ impl Pool {
 
     pub fn budget(&self) -> &MemoryBudget {
         &self.budget
+    }
+
+    /// What recent requests needed, for the estimator.
+    pub fn footprints(&self) -> &FootprintLog {
+        &self.footprints
     }
 
     /// Take an idle instance for the caller's exclusive use, with `body`'s
@@ -280,6 +311,7 @@ impl Pool {
         instance.wasm.grant(reservation);
         Ok(Lease {
             pool: self.clone(),
+            memory_before: instance.info.memory_bytes(),
             instance: Some(instance),
         })
     }
@@ -341,26 +373,54 @@ impl Pool {
 
     /// Hand a finished instance back, replacing it if it failed, drains, or
     /// grew above the threshold (memory only grows during requests, so this
-    /// check catches every crossing the moment it happens).
-    async fn check_in(&self, mut instance: Instance, failure: Option<CallFailure>) {
+    /// check catches every crossing the moment it happens). A served request
+    /// leaves its footprint for the estimator.
+    async fn check_in(&self, mut instance: Instance, outcome: Outcome) {
         instance.wasm.return_unspent();
         let info = instance.info.clone();
-        info.requests.fetch_add(1, Ordering::Relaxed);
         info.busy.store(false, Ordering::Relaxed);
+        let mut grew = false;
+        match &outcome {
+            Outcome::Served { memory_before } => {
+                info.requests.fetch_add(1, Ordering::Relaxed);
+                let memory_after = info.memory_bytes();
+                grew = memory_after > *memory_before;
+                self.footprints
+                    .record(Footprint::observed(*memory_before, memory_after));
+            }
+            Outcome::Failed(_) => {
+                info.requests.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::Unused => {}
+        }
         if self.lock().closed {
             self.retire(instance);
             return;
         }
-        if let Some(failure) = failure {
+        if let Outcome::Failed(failure) = outcome {
             tracing::warn!(instance = info.id, %failure, "instance failed; replacing it");
             self.replace(instance, ReplaceReason::Trap).await;
         } else if let Some(reason) = info.drain_reason() {
             self.replace(instance, reason).await;
-        } else if self.over_threshold(&info) && self.reserve_recycling() {
-            info.start_draining(ReplaceReason::Threshold);
-            self.replace(instance, ReplaceReason::Threshold).await;
-            self.recycling.fetch_sub(1, Ordering::AcqRel);
+        } else if self.over_threshold(&info) {
+            // Over because of this request, or because the threshold moved
+            // below memory it already had.
+            let reason = if grew || info.crossed.load(Ordering::Relaxed) {
+                ReplaceReason::Threshold
+            } else {
+                ReplaceReason::Drift
+            };
+            if self.reserve_recycling() {
+                info.start_draining(reason);
+                self.replace(instance, reason).await;
+                self.recycling.fetch_sub(1, Ordering::AcqRel);
+            } else {
+                info.crossed
+                    .store(reason == ReplaceReason::Threshold, Ordering::Relaxed);
+                self.make_idle(instance);
+            }
         } else {
+            info.crossed.store(false, Ordering::Relaxed);
             self.make_idle(instance);
         }
     }
@@ -397,23 +457,32 @@ impl Pool {
     }
 
     /// Replace every idle instance above the threshold (busy ones are
-    /// checked when their request ends). Returns how many were replaced.
+    /// checked when their request ends): for `Threshold` if its last
+    /// request took it over and the recycling cap held it back then, else
+    /// for `Drift`. Returns how many were replaced.
     pub async fn enforce(&self) -> usize {
-        let candidates: Vec<u64> = self
+        let candidates: Vec<(u64, ReplaceReason)> = self
             .lock()
             .idle
             .iter()
             .filter(|instance| {
                 instance.info.drain_reason().is_none() && self.over_threshold(&instance.info)
             })
-            .map(|instance| instance.info.id)
+            .map(|instance| {
+                let reason = if instance.info.crossed.load(Ordering::Relaxed) {
+                    ReplaceReason::Threshold
+                } else {
+                    ReplaceReason::Drift
+                };
+                (instance.info.id, reason)
+            })
             .collect();
         let mut replaced = 0;
-        for id in candidates {
+        for (id, reason) in candidates {
             if !self.reserve_recycling() {
                 break;
             }
-            if self.drain(id, ReplaceReason::Threshold).await {
+            if self.drain(id, reason).await {
                 replaced += 1;
             }
             self.recycling.fetch_sub(1, Ordering::AcqRel);
@@ -500,6 +569,7 @@ impl Pool {
             requests: AtomicU64::new(0),
             busy: AtomicBool::new(false),
             drain: Mutex::new(None),
+            crossed: AtomicBool::new(false),
         });
         self.baseline.store(info.memory_bytes(), Ordering::Relaxed);
         self.lock().live.insert(info.id, info.clone());

@@ -71,7 +71,7 @@ async fn replace(
     State(state): State<AppState>,
     Path(id): Path<u64>,
 ) -> Result<StatusCode, AppError> {
-    if state.pool.drain(id, ReplaceReason::Requested).await {
+    if state.pool.drain(id, ReplaceReason::Manual).await {
         Ok(StatusCode::ACCEPTED)
     } else {
         Err(AppError::NoSuchInstance(id))

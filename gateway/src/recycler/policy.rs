@@ -1,0 +1,871 @@
+//! The estimator's policy, pure: the settings, how far calibration is, and
+//! the threshold each step gives from the evidence handed to it with the
+//! time. No clock, no database, no pool: unit-tested with virtual time.
+//!
+//! Two kinds of evidence, by method:
+//! - `restart-budget` (the default) learns from the footprints of recent
+//!   requests (`estimator::footprint`): it needs `min_requests` of them,
+//!   whatever the dispatch and load, and no instance in particular.
+//! - `ci-mean`, `prediction` and `quantile` (the paper's and its kin) learn
+//!   from per-instance medians of memory samples: they need at least
+//!   `calibration_instances` (at least two) instances that served
+//!   `calibration_requests` and have `calibration_samples` steady samples.
+//!   Instances that never served are never waited for.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use estimator::{BudgetEstimate, Estimate, Footprint, Sample, Warmup};
+use serde::{Deserialize, Serialize};
+
+/// How the threshold is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Sample only, never replace.
+    Monitor,
+    /// Learn until there is enough evidence, then freeze the threshold and
+    /// enforce it (the paper's procedure).
+    Calibrate,
+    /// The operator's threshold.
+    Fixed,
+    /// Learn, then keep re-estimating as the workload moves.
+    Rolling,
+}
+
+/// How the threshold is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// The lowest threshold at which at most `restart_budget` of requests
+    /// restart their instance, from the footprints of recent requests.
+    RestartBudget,
+    /// Upper end of the t confidence interval of the mean of per-instance
+    /// medians (the paper).
+    CiMean,
+    /// Upper end of the t prediction interval for one more instance.
+    Prediction,
+    /// The empirical upper quantile of the per-instance medians.
+    Quantile,
+}
+
+impl Method {
+    /// The statistic over per-instance medians, for the paper's methods.
+    pub fn over_medians(self) -> Option<estimator::Method> {
+        match self {
+            Self::RestartBudget => None,
+            Self::CiMean => Some(estimator::Method::CiMean),
+            Self::Prediction => Some(estimator::Method::Prediction),
+            Self::Quantile => Some(estimator::Method::Quantile),
+        }
+    }
+}
+
+macro_rules! display_as_value {
+    ($($kind:ty),*) => {$(
+        impl fmt::Display for $kind {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                use clap::ValueEnum as _;
+                match self.to_possible_value() {
+                    Some(value) => f.write_str(value.get_name()),
+                    None => write!(f, "{self:?}"),
+                }
+            }
+        }
+    )*};
+}
+display_as_value!(Mode, Method);
+
+/// What the operator chose (flags, or `PUT /admin/estimator`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    pub mode: Mode,
+    pub method: Method,
+    /// For the median methods: the threshold is the upper α/2 point.
+    pub alpha: f64,
+    /// For `restart-budget`: the largest fraction of requests that may end
+    /// in a restart.
+    pub restart_budget: f64,
+    /// For `fixed` mode, in bytes.
+    pub fixed_threshold: Option<u64>,
+}
+
+impl Settings {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.alpha > 0.0 && self.alpha < 1.0) {
+            return Err(format!(
+                "alpha must lie strictly between 0 and 1, got {}",
+                self.alpha
+            ));
+        }
+        if !(self.restart_budget > 0.0 && self.restart_budget < 1.0) {
+            return Err(format!(
+                "the restart budget must lie strictly between 0 and 1, got {}",
+                self.restart_budget
+            ));
+        }
+        if self.mode == Mode::Fixed && self.fixed_threshold.is_none_or(|t| t == 0) {
+            return Err(
+                "fixed mode needs a threshold in bytes (--threshold, or \"threshold\" in the request)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The fixed part of the policy (flags that cannot change at run time).
+#[derive(Debug, Clone)]
+pub struct PolicyConfig {
+    pub warmup: Warmup,
+    /// Requests observed before `restart-budget` gives a threshold.
+    pub min_requests: u64,
+    /// Footprints `restart-budget` estimates over (the most recent).
+    pub footprint_window: u64,
+    /// Median methods: instances that must be ready (at least two).
+    pub calibration_instances: usize,
+    /// Median methods: steady samples each ready instance has.
+    pub calibration_samples: usize,
+    /// Median methods: requests each ready instance served.
+    pub calibration_requests: u64,
+    /// Median methods in `rolling`: the window of samples, milliseconds.
+    pub rolling_window_ms: i64,
+    /// The threshold never goes below a fresh instance plus this.
+    pub floor_margin: u64,
+}
+
+/// An estimate behind a threshold, by the kind of evidence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ThresholdEstimate {
+    RestartBudget(BudgetEstimate),
+    Medians(Estimate),
+}
+
+impl ThresholdEstimate {
+    pub fn threshold_bytes(&self) -> u64 {
+        match self {
+            Self::RestartBudget(estimate) => estimate.threshold_bytes,
+            Self::Medians(estimate) => estimate.threshold_bytes,
+        }
+    }
+}
+
+/// How far the evidence has come.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "needs")]
+pub enum Progress {
+    /// `restart-budget`: requests observed against those needed.
+    Requests { seen: u64, needed: u64 },
+    /// Median methods: instances ready against those needed.
+    Instances { ready: usize, needed: usize },
+}
+
+/// Where the threshold comes from now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Calibration {
+    /// `monitor` and `fixed` learn nothing.
+    Unused,
+    /// Gathering evidence since `since_ms`; no threshold yet.
+    Collecting { since_ms: i64, progress: Progress },
+    /// A threshold is in force since `at_ms`, from `first`: frozen in
+    /// `calibrate`, the first of many in `rolling`.
+    Engaged {
+        since_ms: i64,
+        at_ms: i64,
+        first: ThresholdEstimate,
+        evidence: Evidence,
+    },
+}
+
+/// What the first estimate rested on, so a change of method or α can
+/// re-estimate from the same evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Evidence {
+    /// Requests observed from this running count on.
+    Requests { from: u64, to: u64 },
+    /// These instances' samples in `[from, to]` (Unix milliseconds).
+    Samples {
+        from: i64,
+        to: i64,
+        instances: BTreeSet<u64>,
+    },
+}
+
+/// A change asked for through `PUT /admin/estimator`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsChange {
+    pub mode: Option<Mode>,
+    pub method: Option<Method>,
+    pub alpha: Option<f64>,
+    pub restart_budget: Option<f64>,
+    /// Bytes; for `fixed` mode.
+    pub threshold: Option<u64>,
+}
+
+/// Everything one step may look at.
+#[derive(Debug, Clone, Copy)]
+pub struct Observed<'a> {
+    pub now_ms: i64,
+    /// Linear memory of a fresh instance.
+    pub baseline_bytes: u64,
+    /// Instance samples in the window [`Policy::samples_window`] asked for.
+    pub samples: &'a [Sample],
+    /// `(id, requests served)` of every live instance.
+    pub served: &'a [(u64, u64)],
+    /// The most recent footprints, oldest first (at most the window).
+    pub footprints: &'a [Footprint],
+    /// Footprints recorded since the process started.
+    pub requests_recorded: u64,
+}
+
+/// The policy's state. One per gateway, kept by the recycler shell.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    config: PolicyConfig,
+    settings: Settings,
+    calibration: Calibration,
+    /// The estimate behind the threshold in force now.
+    current: Option<ThresholdEstimate>,
+    /// Why the last step could not estimate, if it could not.
+    problem: Option<String>,
+    /// The running count of footprints at which learning (re)started.
+    learning_from: u64,
+}
+
+impl Policy {
+    pub fn new(config: PolicyConfig, settings: Settings, now_ms: i64) -> Result<Self, String> {
+        settings.validate()?;
+        let mut policy = Self {
+            config,
+            settings,
+            calibration: Calibration::Unused,
+            current: None,
+            problem: None,
+            learning_from: 0,
+        };
+        policy.restart_learning(now_ms, 0);
+        Ok(policy)
+    }
+
+    pub fn settings(&self) -> Settings {
+        self.settings
+    }
+
+    pub fn calibration(&self) -> &Calibration {
+        &self.calibration
+    }
+
+    pub fn current(&self) -> Option<&ThresholdEstimate> {
+        self.current.as_ref()
+    }
+
+    pub fn problem(&self) -> Option<&str> {
+        self.problem.as_deref()
+    }
+
+    pub fn config(&self) -> &PolicyConfig {
+        &self.config
+    }
+
+    /// The instance samples the next step needs, `[from, to]`; `None` when
+    /// it needs none (monitor, fixed, restart-budget, a frozen threshold).
+    pub fn samples_window(&self, now_ms: i64) -> Option<(i64, i64)> {
+        self.settings.method.over_medians()?;
+        match (&self.calibration, self.settings.mode) {
+            (Calibration::Collecting { since_ms, .. }, _) => Some((*since_ms, now_ms)),
+            (Calibration::Engaged { .. }, Mode::Rolling) => {
+                Some((now_ms.saturating_sub(self.config.rolling_window_ms), now_ms))
+            }
+            _ => None,
+        }
+    }
+
+    /// The floor: a fresh instance plus the margin.
+    pub fn floor_bytes(&self, baseline_bytes: u64) -> u64 {
+        baseline_bytes.saturating_add(self.config.floor_margin)
+    }
+
+    /// One step: learn from `observed`, return the threshold to enforce
+    /// (`None`: replace nothing).
+    pub fn step(&mut self, observed: &Observed<'_>) -> Option<u64> {
+        match self.settings.mode {
+            Mode::Monitor => None,
+            Mode::Fixed => self.settings.fixed_threshold,
+            Mode::Calibrate | Mode::Rolling => match self.settings.method.over_medians() {
+                None => self.step_restart_budget(observed),
+                Some(method) => self.step_medians(method, observed),
+            },
+        }
+    }
+
+    fn step_restart_budget(&mut self, observed: &Observed<'_>) -> Option<u64> {
+        if let (Mode::Calibrate, Calibration::Engaged { first, .. }) =
+            (self.settings.mode, &self.calibration)
+        {
+            return Some(first.threshold_bytes());
+        }
+        let from = self.learning_from;
+        let seen = observed.requests_recorded.saturating_sub(from);
+        if let Calibration::Collecting { since_ms, .. } = self.calibration
+            && seen < self.config.min_requests
+        {
+            self.calibration = Calibration::Collecting {
+                since_ms,
+                progress: Progress::Requests {
+                    seen,
+                    needed: self.config.min_requests,
+                },
+            };
+            return None;
+        }
+        let usable = usize::try_from(seen.min(self.config.footprint_window)).unwrap_or(usize::MAX);
+        let recent = &observed.footprints[observed.footprints.len().saturating_sub(usable)..];
+        let floor = self.floor_bytes(observed.baseline_bytes);
+        match estimator::restart_budget_threshold(recent, self.settings.restart_budget, Some(floor))
+        {
+            Ok(estimate) => {
+                self.problem = None;
+                let estimate = ThresholdEstimate::RestartBudget(estimate);
+                let evidence = Evidence::Requests {
+                    from,
+                    to: observed.requests_recorded,
+                };
+                Some(self.put_in_force(observed.now_ms, estimate, evidence))
+            }
+            Err(error) => {
+                self.problem = Some(error.to_string());
+                self.current
+                    .as_ref()
+                    .map(ThresholdEstimate::threshold_bytes)
+            }
+        }
+    }
+
+    fn step_medians(&mut self, method: estimator::Method, observed: &Observed<'_>) -> Option<u64> {
+        let floor = self.floor_bytes(observed.baseline_bytes);
+        match &self.calibration {
+            Calibration::Engaged { first, .. } => {
+                let calibrated = first.threshold_bytes();
+                if self.settings.mode == Mode::Calibrate {
+                    return Some(calibrated);
+                }
+                // Rolling: every instance of the recent window, never below
+                // the calibrated threshold (restarts pull medians down, and
+                // a threshold that followed them would spiral into churn).
+                let (_, estimate) =
+                    self.over_medians(method, observed.samples, |_| true, floor.max(calibrated));
+                match estimate {
+                    Ok(estimate) => {
+                        let threshold = estimate.threshold_bytes;
+                        self.current = Some(ThresholdEstimate::Medians(estimate));
+                        Some(threshold)
+                    }
+                    Err(_) => Some(calibrated),
+                }
+            }
+            Calibration::Collecting { since_ms, .. } => {
+                let since_ms = *since_ms;
+                let worked: BTreeSet<u64> = observed
+                    .served
+                    .iter()
+                    .filter(|(_, requests)| *requests >= self.config.calibration_requests)
+                    .map(|(id, _)| *id)
+                    .collect();
+                let steady = self.config.calibration_samples;
+                let (used, estimate) = self.over_medians(
+                    method,
+                    observed.samples,
+                    |(id, summary)| worked.contains(id) && summary.steady_samples >= steady,
+                    floor,
+                );
+                let needed = self.config.calibration_instances.max(2);
+                if used.len() < needed {
+                    self.calibration = Calibration::Collecting {
+                        since_ms,
+                        progress: Progress::Instances {
+                            ready: used.len(),
+                            needed,
+                        },
+                    };
+                    return None;
+                }
+                match estimate {
+                    Ok(estimate) => {
+                        self.problem = None;
+                        let evidence = Evidence::Samples {
+                            from: since_ms,
+                            to: observed.now_ms,
+                            instances: used,
+                        };
+                        let estimate = ThresholdEstimate::Medians(estimate);
+                        Some(self.put_in_force(observed.now_ms, estimate, evidence))
+                    }
+                    Err(error) => {
+                        self.problem = Some(error.to_string());
+                        None
+                    }
+                }
+            }
+            Calibration::Unused => None,
+        }
+    }
+
+    /// The one path from samples to a median-method estimate: each kept
+    /// instance's median after warm-up, then the statistic, floored.
+    fn over_medians(
+        &self,
+        method: estimator::Method,
+        samples: &[Sample],
+        keep: impl Fn(&(&u64, &estimator::InstanceSummary)) -> bool,
+        floor: u64,
+    ) -> (BTreeSet<u64>, Result<Estimate, estimator::EstimateError>) {
+        let summaries = estimator::summarize(samples, self.config.warmup);
+        let (used, medians): (BTreeSet<u64>, Vec<f64>) = summaries
+            .iter()
+            .filter(|entry| keep(entry))
+            .map(|(id, summary)| (*id, summary.median))
+            .unzip();
+        let estimate = estimator::estimate(&medians, method, self.settings.alpha, Some(floor));
+        (used, estimate)
+    }
+
+    /// Make `estimate` the one in force (the first one engages the
+    /// threshold) and return its threshold.
+    fn put_in_force(
+        &mut self,
+        now_ms: i64,
+        estimate: ThresholdEstimate,
+        evidence: Evidence,
+    ) -> u64 {
+        match &mut self.calibration {
+            Calibration::Collecting { since_ms, .. } => {
+                self.calibration = Calibration::Engaged {
+                    since_ms: *since_ms,
+                    at_ms: now_ms,
+                    first: estimate.clone(),
+                    evidence,
+                };
+            }
+            Calibration::Engaged { evidence: kept, .. } => {
+                if let (Evidence::Requests { to, .. }, Evidence::Requests { to: now, .. }) =
+                    (kept, evidence)
+                {
+                    *to = now;
+                }
+            }
+            Calibration::Unused => {}
+        }
+        let threshold = estimate.threshold_bytes();
+        self.current = Some(estimate);
+        threshold
+    }
+
+    /// Apply a change of settings. Returns the window of samples to
+    /// re-estimate a frozen median-method threshold from (hand them to
+    /// [`Policy::reestimate`]), if the change needs that.
+    pub fn change(
+        &mut self,
+        change: &SettingsChange,
+        now_ms: i64,
+        requests_recorded: u64,
+    ) -> Result<Option<(i64, i64)>, String> {
+        let before = self.settings;
+        let mut settings = before;
+        if let Some(mode) = change.mode {
+            settings.mode = mode;
+        }
+        if let Some(method) = change.method {
+            settings.method = method;
+        }
+        if let Some(alpha) = change.alpha {
+            settings.alpha = alpha;
+        }
+        if let Some(budget) = change.restart_budget {
+            settings.restart_budget = budget;
+        }
+        if let Some(threshold) = change.threshold {
+            settings.fixed_threshold = Some(threshold);
+            // A threshold alone means "use this number".
+            if change.mode.is_none() {
+                settings.mode = Mode::Fixed;
+            }
+        }
+        settings.validate()?;
+        self.settings = settings;
+        let learns = |mode| matches!(mode, Mode::Calibrate | Mode::Rolling);
+        let kind_changed =
+            before.method.over_medians().is_some() != settings.method.over_medians().is_some();
+        let relearn = change.mode == Some(Mode::Calibrate)
+            || learns(settings.mode) != learns(before.mode)
+            || (learns(settings.mode) && kind_changed);
+        let statistics_changed = settings.method != before.method
+            || settings.alpha != before.alpha
+            || settings.restart_budget != before.restart_budget;
+        if relearn {
+            self.restart_learning(now_ms, requests_recorded);
+            return Ok(None);
+        }
+        if !statistics_changed {
+            return Ok(None);
+        }
+        match &self.calibration {
+            Calibration::Engaged {
+                evidence: Evidence::Samples { from, to, .. },
+                ..
+            } => Ok(Some((*from, *to))),
+            // A frozen restart-budget threshold is learned again under the
+            // new budget; a rolling one follows at the next step.
+            Calibration::Engaged { .. } if settings.mode == Mode::Calibrate => {
+                self.restart_learning(now_ms, requests_recorded);
+                Ok(None)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Re-estimate the engaged median-method threshold from the samples of
+    /// its own window and instances, under the current method and α.
+    pub fn reestimate(&mut self, samples: &[Sample], baseline_bytes: u64) -> Result<(), String> {
+        let Some(method) = self.settings.method.over_medians() else {
+            return Ok(());
+        };
+        let Calibration::Engaged {
+            evidence: Evidence::Samples { instances, .. },
+            ..
+        } = &self.calibration
+        else {
+            return Ok(());
+        };
+        let instances = instances.clone();
+        let floor = self.floor_bytes(baseline_bytes);
+        let (_, estimate) =
+            self.over_medians(method, samples, |(id, _)| instances.contains(id), floor);
+        let estimate = ThresholdEstimate::Medians(
+            estimate
+                .map_err(|e| format!("cannot re-estimate from the calibration samples: {e}"))?,
+        );
+        if let Calibration::Engaged { first, .. } = &mut self.calibration {
+            *first = estimate.clone();
+        }
+        self.current = Some(estimate);
+        Ok(())
+    }
+
+    /// Start learning afresh: nothing engaged, evidence from now on.
+    fn restart_learning(&mut self, now_ms: i64, requests_recorded: u64) {
+        self.current = None;
+        self.problem = None;
+        self.learning_from = requests_recorded;
+        self.calibration = match (self.settings.mode, self.settings.method.over_medians()) {
+            (Mode::Monitor | Mode::Fixed, _) => Calibration::Unused,
+            (_, None) => Calibration::Collecting {
+                since_ms: now_ms,
+                progress: Progress::Requests {
+                    seen: 0,
+                    needed: self.config.min_requests,
+                },
+            },
+            (_, Some(_)) => Calibration::Collecting {
+                since_ms: now_ms,
+                progress: Progress::Instances {
+                    ready: 0,
+                    needed: self.config.calibration_instances.max(2),
+                },
+            },
+        };
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+    const FRESH: u64 = MIB;
+
+    fn config() -> PolicyConfig {
+        PolicyConfig {
+            warmup: Warmup::Stable(2),
+            min_requests: 32,
+            footprint_window: 1000,
+            calibration_instances: 2,
+            calibration_samples: 3,
+            calibration_requests: 5,
+            rolling_window_ms: 60_000,
+            floor_margin: 256 * 1024,
+        }
+    }
+
+    fn settings(mode: Mode, method: Method) -> Settings {
+        Settings {
+            mode,
+            method,
+            alpha: 0.05,
+            restart_budget: 0.01,
+            fixed_threshold: None,
+        }
+    }
+
+    /// A virtual pool: one instance under `mru` at concurrency 1, serving
+    /// requests whose footprints are given, replaced when the policy's
+    /// threshold says so. Returns the policy, the thresholds after each
+    /// request and the restarts.
+    struct Simulation {
+        policy: Policy,
+        memory: u64,
+        footprints: Vec<Footprint>,
+        now_ms: i64,
+        threshold: Option<u64>,
+        restarts: u64,
+    }
+
+    impl Simulation {
+        fn new(mode: Mode, method: Method) -> Self {
+            Self {
+                policy: Policy::new(config(), settings(mode, method), 0).unwrap(),
+                memory: FRESH,
+                footprints: Vec::new(),
+                now_ms: 0,
+                threshold: None,
+                restarts: 0,
+            }
+        }
+
+        /// Serve one request needing `need` bytes, then step the policy
+        /// (as the shell does every few requests; here every request).
+        fn serve(&mut self, need: u64) {
+            self.now_ms += 100;
+            let before = self.memory;
+            self.memory = self.memory.max(need);
+            self.footprints
+                .push(Footprint::observed(before, self.memory));
+            if self.threshold.is_some_and(|t| self.memory > t) {
+                self.memory = FRESH;
+                self.restarts += 1;
+            }
+            let window = self.footprints.len().saturating_sub(1000);
+            self.threshold = self.policy.step(&Observed {
+                now_ms: self.now_ms,
+                baseline_bytes: FRESH,
+                samples: &[],
+                served: &[],
+                footprints: &self.footprints[window..],
+                requests_recorded: self.footprints.len() as u64,
+            });
+        }
+    }
+
+    /// Sizes 1.1..=2 MiB in a fixed shuffle, with one in `rare` of 100 MiB.
+    fn small(i: u64) -> u64 {
+        FRESH + (i * 7919 % 1000 + 100) * MIB / 1000
+    }
+
+    #[test]
+    fn restart_budget_engages_after_min_requests_at_concurrency_one() {
+        let mut sim = Simulation::new(Mode::Rolling, Method::RestartBudget);
+        for i in 0..31 {
+            sim.serve(small(i));
+            assert_eq!(sim.threshold, None, "request {i}");
+        }
+        assert!(matches!(
+            sim.policy.calibration(),
+            Calibration::Collecting {
+                progress: Progress::Requests {
+                    seen: 31,
+                    needed: 32
+                },
+                ..
+            }
+        ));
+        sim.serve(small(31));
+        let threshold = sim.threshold.expect("a threshold from the 32nd request");
+        assert!(threshold < 100 * MIB);
+        // One rare large request: its instance is replaced at once.
+        sim.serve(100 * MIB);
+        assert_eq!(sim.restarts, 1);
+        assert_eq!(sim.memory, FRESH);
+    }
+
+    #[test]
+    fn restart_rate_stays_within_the_budget() {
+        let mut sim = Simulation::new(Mode::Rolling, Method::RestartBudget);
+        for i in 0..5000 {
+            sim.serve(small(i));
+        }
+        let rate = sim.restarts as f64 / 5000.0;
+        assert!(rate <= 0.012, "restart rate {rate}");
+        assert!(rate > 0.0, "restart rate {rate}");
+    }
+
+    #[test]
+    fn the_threshold_follows_drift_up_with_a_bounded_lag() {
+        let mut sim = Simulation::new(Mode::Rolling, Method::RestartBudget);
+        let first = {
+            for i in 0..1000 {
+                sim.serve(small(i));
+            }
+            sim.threshold.unwrap()
+        };
+        let restarts_before = sim.restarts;
+        for i in 1000..5000 {
+            // Sizes creep up by a fifth over the next 4000 requests.
+            let drift = 1.0 + 0.2 * (i - 1000) as f64 / 4000.0;
+            sim.serve((small(i) as f64 * drift) as u64);
+        }
+        let threshold = sim.threshold.unwrap();
+        assert!(
+            threshold as f64 > first as f64 * 1.15,
+            "{first} → {threshold}"
+        );
+        // The window lags the drift by half its length: more restarts than
+        // the budget, but bounded (see the README's drift workload).
+        let rate = (sim.restarts - restarts_before) as f64 / 4000.0;
+        assert!(rate <= 0.05, "restart rate {rate} under drift");
+    }
+
+    #[test]
+    fn calibrate_freezes_the_first_restart_budget_threshold() {
+        let mut sim = Simulation::new(Mode::Calibrate, Method::RestartBudget);
+        for i in 0..40 {
+            sim.serve(small(i));
+        }
+        let frozen = sim.threshold.unwrap();
+        for i in 0..200 {
+            sim.serve(small(i) * 2);
+        }
+        assert_eq!(sim.threshold, Some(frozen));
+        assert!(matches!(
+            sim.policy.calibration(),
+            Calibration::Engaged { .. }
+        ));
+    }
+
+    fn samples(instances: &[(u64, u64)], rounds: i64) -> Vec<Sample> {
+        (0..rounds)
+            .flat_map(|round| {
+                instances.iter().map(move |&(instance, bytes)| Sample {
+                    timestamp_ms: round * 1000,
+                    instance,
+                    bytes,
+                })
+            })
+            .collect()
+    }
+
+    fn observed<'a>(now_ms: i64, samples: &'a [Sample], served: &'a [(u64, u64)]) -> Observed<'a> {
+        Observed {
+            now_ms,
+            baseline_bytes: FRESH,
+            samples,
+            served,
+            footprints: &[],
+            requests_recorded: 0,
+        }
+    }
+
+    #[test]
+    fn median_methods_use_the_instances_that_served_and_wait_for_no_other() {
+        let mut policy =
+            Policy::new(config(), settings(Mode::Calibrate, Method::CiMean), 0).unwrap();
+        assert_eq!(policy.samples_window(5000), Some((0, 5000)));
+        // Sixteen instances; only 1 and 2 ever served (mru at low load).
+        let memory: Vec<(u64, u64)> = (1..=16)
+            .map(|id| (id, if id <= 2 { 4 * MIB + id * MIB } else { FRESH }))
+            .collect();
+        let all = samples(&memory, 5);
+        let mut served: Vec<(u64, u64)> = (1..=16).map(|id| (id, 0)).collect();
+        served[0].1 = 10;
+        assert_eq!(policy.step(&observed(5000, &all, &served)), None);
+        assert!(matches!(
+            policy.calibration(),
+            Calibration::Collecting {
+                progress: Progress::Instances {
+                    ready: 1,
+                    needed: 2
+                },
+                ..
+            }
+        ));
+        served[1].1 = 10;
+        let threshold = policy.step(&observed(6000, &all, &served)).unwrap();
+        assert!(threshold > 5 * MIB, "threshold {threshold}");
+        match policy.calibration() {
+            Calibration::Engaged {
+                evidence: Evidence::Samples { instances, .. },
+                ..
+            } => assert_eq!(instances, &BTreeSet::from([1, 2])),
+            other => panic!("not engaged: {other:?}"),
+        }
+        // Frozen: no more samples needed, the same threshold.
+        assert_eq!(policy.samples_window(7000), None);
+        assert_eq!(policy.step(&observed(7000, &[], &served)), Some(threshold));
+        // A change of method asks for the same evidence again.
+        let change = SettingsChange {
+            method: Some(Method::Prediction),
+            ..SettingsChange::default()
+        };
+        assert_eq!(policy.change(&change, 8000, 0), Ok(Some((0, 6000))));
+        policy.reestimate(&all, FRESH).unwrap();
+        assert!(policy.current().unwrap().threshold_bytes() > threshold);
+    }
+
+    #[test]
+    fn rolling_medians_never_go_below_the_calibrated_threshold() {
+        let mut policy =
+            Policy::new(config(), settings(Mode::Rolling, Method::Quantile), 0).unwrap();
+        let grown = samples(&[(1, 6 * MIB), (2, 8 * MIB)], 5);
+        let served = [(1, 10), (2, 10)];
+        let calibrated = policy.step(&observed(5000, &grown, &served)).unwrap();
+        // Restarts pulled every median down to a fresh instance.
+        let fresh = samples(&[(3, FRESH), (4, FRESH)], 5);
+        assert_eq!(
+            policy.samples_window(100_000),
+            Some((100_000 - 60_000, 100_000))
+        );
+        assert_eq!(
+            policy.step(&observed(100_000, &fresh, &served)),
+            Some(calibrated)
+        );
+    }
+
+    #[test]
+    fn changes_are_validated_and_recalibrate_on_request() {
+        let mut policy =
+            Policy::new(config(), settings(Mode::Rolling, Method::RestartBudget), 0).unwrap();
+        let bad = SettingsChange {
+            restart_budget: Some(1.5),
+            ..SettingsChange::default()
+        };
+        assert!(policy.change(&bad, 0, 0).is_err());
+        let fixed = SettingsChange {
+            threshold: Some(8 * MIB),
+            ..SettingsChange::default()
+        };
+        assert_eq!(policy.change(&fixed, 0, 0), Ok(None));
+        assert_eq!(policy.settings().mode, Mode::Fixed);
+        assert_eq!(policy.calibration(), &Calibration::Unused);
+        assert_eq!(policy.step(&observed(0, &[], &[])), Some(8 * MIB));
+        let again = SettingsChange {
+            mode: Some(Mode::Calibrate),
+            ..SettingsChange::default()
+        };
+        assert_eq!(policy.change(&again, 10, 500), Ok(None));
+        assert!(matches!(
+            policy.calibration(),
+            Calibration::Collecting { since_ms: 10, .. }
+        ));
+        // Counting starts again from the 500th request.
+        let footprints = vec![Footprint::Grew(2 * MIB); 520];
+        let step = Observed {
+            footprints: &footprints,
+            requests_recorded: 520,
+            ..observed(20, &[], &[])
+        };
+        assert_eq!(policy.step(&step), None);
+        assert!(policy.problem().is_none());
+        assert!(Policy::new(config(), settings(Mode::Fixed, Method::CiMean), 0).is_err());
+    }
+}
