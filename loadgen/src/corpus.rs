@@ -1,23 +1,39 @@
 //! A corpus of files whose sizes follow a normal distribution, as in the
-//! paper (1024 files made with numpy and dd), plus a manifest of their
-//! SHA-256 so every download can be checked.
+//! paper (1024 files made with numpy and dd), or a heavy-tailed log-normal
+//! one, plus a manifest of their SHA-256 so every download can be checked.
 
 use std::path::Path;
 
 use anyhow::Context as _;
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
-use rand_distr::{Distribution, Normal};
+use rand_distr::{Distribution, LogNormal, Normal};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// How sizes are drawn: Normal(mean, stddev), clipped to `[min, max]`.
+/// How sizes are drawn, clipped to `[min, max]`: Normal(mean, stddev), or
+/// with `shape` log-normal.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SizeDistribution {
     pub mean: f64,
     pub stddev: f64,
     pub min: u64,
     pub max: u64,
+    #[serde(default)]
+    pub shape: Shape,
+}
+
+/// The family of a [`SizeDistribution`].
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "family")]
+pub enum Shape {
+    /// Normal(mean, stddev), as in the paper.
+    #[default]
+    Normal,
+    /// Log-normal with the given median (the distribution's `mean` and
+    /// `stddev` are then unused) and σ of the logarithm: heavy-tailed,
+    /// rare files many times the median.
+    LogNormal { median: f64, sigma: f64 },
 }
 
 impl SizeDistribution {
@@ -26,10 +42,20 @@ impl SizeDistribution {
             self.min <= self.max,
             "the minimum size is above the maximum"
         );
-        let normal =
-            Normal::new(self.mean, self.stddev.max(0.0)).context("invalid size distribution")?;
         let (min, max) = (self.min as f64, self.max as f64);
-        Ok(move |rng: &mut StdRng| normal.sample(rng).clamp(min, max).round() as usize)
+        let draw: Box<dyn Fn(&mut StdRng) -> f64 + Send + Sync> = match self.shape {
+            Shape::Normal => {
+                let normal = Normal::new(self.mean, self.stddev.max(0.0))
+                    .context("invalid size distribution")?;
+                Box::new(move |rng| normal.sample(rng))
+            }
+            Shape::LogNormal { median, sigma } => {
+                let log_normal = LogNormal::new(median.max(1.0).ln(), sigma.max(0.0))
+                    .context("invalid size distribution")?;
+                Box::new(move |rng| log_normal.sample(rng))
+            }
+        };
+        Ok(move |rng: &mut StdRng| draw(rng).clamp(min, max).round() as usize)
     }
 }
 
@@ -100,6 +126,7 @@ mod tests {
             stddev: 2_000.0,
             min: 1_000,
             max: 14_000,
+            shape: Shape::Normal,
         };
         let (a, b) = (
             tempfile::tempdir().expect("dir"),

@@ -25,7 +25,7 @@ use estimator::{Method, Warmup};
 use serde::{Deserialize, Serialize};
 
 use crate::child::Gateway;
-use crate::corpus::{self, Manifest, SizeDistribution};
+use crate::corpus::{self, Manifest, Shape, SizeDistribution};
 use crate::load::{self, Op, RunSpec, Stop, Workload};
 
 /// The shape of one experiment.
@@ -40,6 +40,17 @@ pub struct Plan {
     /// Concurrent readers.
     pub concurrency: usize,
     pub seed: u64,
+    /// Pace reads so each instance reads about once per tick (the paper);
+    /// otherwise the readers are closed-loop, as fast as the pool serves.
+    #[serde(default = "yes")]
+    pub paced: bool,
+    /// Sizes creep up over the run (see `RunSpec::drift`).
+    #[serde(default)]
+    pub drift: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Plan {
@@ -53,11 +64,14 @@ impl Plan {
                 stddev: 0.5 * 1048576.0,
                 min: 64 * 1024,
                 max: 8 * 1048576,
+                shape: Shape::Normal,
             },
             reads_per_instance: 60,
             tick: Duration::from_millis(1000),
             concurrency: 8,
             seed: 1,
+            paced: true,
+            drift: false,
         }
     }
 
@@ -71,11 +85,14 @@ impl Plan {
                 stddev: 128.0 * 1024.0,
                 min: 16 * 1024,
                 max: 2 * 1048576,
+                shape: Shape::Normal,
             },
             reads_per_instance: 30,
             tick: Duration::from_millis(250),
             concurrency: 4,
             seed: 1,
+            paced: true,
+            drift: false,
         }
     }
 }
@@ -95,6 +112,10 @@ pub enum Policy {
     },
     /// Replace after every request (threshold of one byte).
     FreshPerRequest,
+    /// The gateway's defaults: no estimator flag at all.
+    Default,
+    /// The restart-budget method with this budget, learned on line.
+    RestartBudget { budget: f64 },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -102,8 +123,9 @@ pub struct Arm {
     pub name: String,
     pub policy: Policy,
     /// The gateway's `--dispatch`: `lru` spreads reads evenly, as the
-    /// paper's processes each read in turn; `memory-aware` routes by size.
-    pub dispatch: String,
+    /// paper's processes each read in turn; `memory-aware` routes by size;
+    /// none leaves the gateway's default.
+    pub dispatch: Option<String>,
 }
 
 /// The arms of a standard experiment.
@@ -111,7 +133,7 @@ pub fn standard_arms() -> Vec<Arm> {
     let arm = |name: &str, policy, dispatch: &str| Arm {
         name: name.into(),
         policy,
-        dispatch: dispatch.into(),
+        dispatch: Some(dispatch.into()),
     };
     let estimated = |method, alpha, from: &str| Policy::Estimated {
         method,
@@ -205,6 +227,7 @@ pub async fn run(
             loadgen_exe,
             &data_dir,
             plan,
+            true,
             &["--estimator-mode", "monitor", "--dispatch", "lru"],
         )
         .await?;
@@ -224,7 +247,7 @@ pub async fn run(
     let mut monitor_samples: BTreeMap<String, Vec<estimator::Sample>> = BTreeMap::new();
     for arm in arms {
         let threshold = match &arm.policy {
-            Policy::Monitor => None,
+            Policy::Monitor | Policy::Default | Policy::RestartBudget { .. } => None,
             Policy::FreshPerRequest => Some(1),
             Policy::Estimated {
                 method,
@@ -246,25 +269,33 @@ pub async fn run(
             }
         };
         let threshold_arg = threshold.map(|t| t.to_string());
-        let mode = if threshold.is_some() {
-            "fixed"
-        } else {
-            "monitor"
+        let budget_arg = match &arm.policy {
+            Policy::RestartBudget { budget } => Some(budget.to_string()),
+            _ => None,
         };
-        let mut flags = vec![
-            "--estimator-mode",
-            mode,
-            "--dispatch",
-            arm.dispatch.as_str(),
-        ];
-        if let Some(threshold) = &threshold_arg {
-            flags.extend(["--threshold", threshold.as_str()]);
+        let mut flags: Vec<&str> = Vec::new();
+        match (&arm.policy, &threshold_arg, &budget_arg) {
+            (Policy::Default, _, _) => {}
+            (_, Some(threshold), _) => {
+                flags.extend([
+                    "--estimator-mode",
+                    "fixed",
+                    "--threshold",
+                    threshold.as_str(),
+                ]);
+            }
+            (_, None, Some(budget)) => flags.extend(["--restart-budget", budget.as_str()]),
+            (_, None, None) => flags.extend(["--estimator-mode", "monitor"]),
+        }
+        if let Some(dispatch) = &arm.dispatch {
+            flags.extend(["--dispatch", dispatch.as_str()]);
         }
         tracing::info!(arm = %arm.name, ?threshold, "starting arm");
         // Every arm's gateway keeps its samples in the same database: this
         // arm's are the ones taken from now on.
         let started_ms = unix_ms();
-        let gateway = start_gateway(loadgen_exe, &data_dir, plan, &flags).await?;
+        let tuned = !matches!(arm.policy, Policy::Default);
+        let gateway = start_gateway(loadgen_exe, &data_dir, plan, tuned, &flags).await?;
         let reads = u64::from(plan.instances) * plan.reads_per_instance;
         let spec = read_spec(
             &gateway.url,
@@ -302,6 +333,14 @@ pub async fn run(
             .await?
             .json()
             .await?;
+        // A learned threshold: the one in force at the end.
+        let estimator: serde_json::Value = http
+            .get(format!("{}/admin/estimator", gateway.url))
+            .send()
+            .await?
+            .json()
+            .await?;
+        let threshold = threshold.or(estimator["threshold_bytes"].as_u64());
         gateway.stop()?;
 
         let csv_path = out.join(format!("{}.csv", arm.name));
@@ -311,7 +350,10 @@ pub async fn run(
         if matches!(arm.policy, Policy::Monitor) {
             monitor_samples.insert(arm.name.clone(), samples);
         }
-        let restarts = pool["replacements"]["threshold"].as_u64().unwrap_or(0);
+        let restarts = ["threshold", "drift"]
+            .iter()
+            .map(|reason| pool["replacements"][reason].as_u64().unwrap_or(0))
+            .sum::<u64>();
         let baseline = results
             .first()
             .map_or(mean_memory, |monitor| monitor.mean_memory_bytes);
@@ -349,11 +391,14 @@ fn read_spec(url: &str, plan: &Plan, dir: &Path, manifest: &Manifest, stop: Stop
             manifest: manifest.clone(),
         },
         concurrency: plan.concurrency,
-        rate: Some(f64::from(plan.instances) / plan.tick.as_secs_f64()),
+        rate: plan
+            .paced
+            .then(|| f64::from(plan.instances) / plan.tick.as_secs_f64()),
         stop,
         prefix: "experiment".into(),
         seed: plan.seed,
         assume_stored: true,
+        drift: plan.drift,
     }
 }
 
@@ -395,26 +440,180 @@ fn column_mean(csv: &str, index: usize) -> f64 {
     }
 }
 
-/// A gateway child for one arm: the plan's pool size and tick, recycling
-/// allowed from the first request and for the whole pool at once.
+/// A gateway child for one arm: the plan's pool size and sampling tick;
+/// `tuned` also allows recycling from the first request and for the whole
+/// pool at once (the paper's arms), where untuned keeps the gateway's
+/// defaults.
 async fn start_gateway(
     exe: &Path,
     data_dir: &Path,
     plan: &Plan,
+    tuned: bool,
     flags: &[&str],
 ) -> anyhow::Result<Gateway> {
     let instances = plan.instances.to_string();
     let tick = format!("{}ms", plan.tick.as_millis());
-    let mut args = vec![
-        "--instances",
-        &instances,
-        "--sample-interval",
-        &tick,
-        "--min-requests-before-recycle",
-        "1",
-        "--max-recycling-fraction",
-        "1",
-    ];
+    let mut args = vec!["--instances", &instances, "--sample-interval", &tick];
+    if tuned {
+        args.extend([
+            "--min-requests-before-recycle",
+            "1",
+            "--max-recycling-fraction",
+            "1",
+        ]);
+    }
     args.extend_from_slice(flags);
     Gateway::start(exe, data_dir, &args).await
+}
+
+/// The workloads of the policy suite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SuiteWorkload {
+    /// The paper's: normal sizes, N(2 MiB, 0.5 MiB).
+    Normal,
+    /// Log-normal sizes, median 512 KiB, σ = 1.2: rare files 20–50× the
+    /// median.
+    HeavyTailed,
+    /// The paper's sizes, read so they creep up over the run.
+    Drift,
+}
+
+impl std::fmt::Display for SuiteWorkload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Normal => "normal",
+            Self::HeavyTailed => "heavy-tailed",
+            Self::Drift => "drift",
+        })
+    }
+}
+
+/// One cell of the policy suite: a workload at one concurrency, its arms.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Cell {
+    pub workload: SuiteWorkload,
+    pub plan: Plan,
+    pub arms: Vec<Arm>,
+}
+
+/// The results of [`run_suite`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SuiteReport {
+    pub cells: Vec<CellReport>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CellReport {
+    pub workload: SuiteWorkload,
+    pub concurrency: usize,
+    pub report: Report,
+}
+
+/// The plan of one suite cell: 16 instances, 256 files, closed-loop
+/// readers, memory sampled every 100 ms.
+pub fn suite_plan(workload: SuiteWorkload, concurrency: usize, quick: bool) -> Plan {
+    const MIB: f64 = 1048576.0;
+    let sizes = match workload {
+        SuiteWorkload::Normal | SuiteWorkload::Drift => SizeDistribution {
+            mean: 2.0 * MIB,
+            stddev: 0.5 * MIB,
+            min: 64 * 1024,
+            max: 8 << 20,
+            shape: Shape::Normal,
+        },
+        SuiteWorkload::HeavyTailed => SizeDistribution {
+            mean: 0.0,
+            stddev: 0.0,
+            min: 16 * 1024,
+            max: 32 << 20,
+            shape: Shape::LogNormal {
+                median: 0.5 * MIB,
+                sigma: 1.2,
+            },
+        },
+    };
+    Plan {
+        instances: 16,
+        files: 256,
+        sizes,
+        reads_per_instance: if quick { 25 } else { 100 },
+        tick: Duration::from_millis(100),
+        concurrency,
+        seed: 1,
+        paced: false,
+        drift: workload == SuiteWorkload::Drift,
+    }
+}
+
+/// The policy suite: every workload at concurrency 1, 8 and 32, with the
+/// arms `monitor` (lru, no restarts), `paper` (its ci-mean threshold from
+/// the monitor arm), `default` (no estimator flag), the restart budget of
+/// 1 % under `lru` and under `mru`; and, on the paper's workload
+/// at 32, the trade-off curve (budgets of 5, 10 and 30 %, and a fresh
+/// instance per request).
+pub fn policy_suite(quick: bool) -> Vec<Cell> {
+    let arm = |name: &str, policy, dispatch: Option<&str>| Arm {
+        name: name.into(),
+        policy,
+        dispatch: dispatch.map(str::to_owned),
+    };
+    let budget = |budget| Policy::RestartBudget { budget };
+    let mut cells = Vec::new();
+    for workload in [
+        SuiteWorkload::Normal,
+        SuiteWorkload::HeavyTailed,
+        SuiteWorkload::Drift,
+    ] {
+        for concurrency in [1, 8, 32] {
+            let mut arms = vec![
+                arm("monitor", Policy::Monitor, Some("lru")),
+                arm(
+                    "paper",
+                    Policy::Estimated {
+                        method: Method::CiMean,
+                        alpha: 0.05,
+                        from: "monitor".into(),
+                    },
+                    Some("lru"),
+                ),
+                arm("default", Policy::Default, None),
+                arm("budget-1%-lru", budget(0.01), Some("lru")),
+                arm("budget-1%-mru", budget(0.01), Some("mru")),
+            ];
+            if workload == SuiteWorkload::Normal && concurrency == 32 {
+                for share in [0.05, 0.1, 0.3] {
+                    let name = format!("budget-{}%", share * 100.0);
+                    arms.push(arm(&name, budget(share), None));
+                }
+                arms.push(arm("fresh-per-request", Policy::FreshPerRequest, None));
+            }
+            cells.push(Cell {
+                workload,
+                plan: suite_plan(workload, concurrency, quick),
+                arms,
+            });
+        }
+    }
+    cells
+}
+
+/// Run every cell of the suite, each in a directory of its own under `out`.
+pub async fn run_suite(
+    loadgen_exe: &Path,
+    cells: &[Cell],
+    out: &Path,
+) -> anyhow::Result<SuiteReport> {
+    let mut reports = Vec::new();
+    for cell in cells {
+        let dir = out.join(format!("{}-c{}", cell.workload, cell.plan.concurrency));
+        tracing::info!(workload = %cell.workload, concurrency = cell.plan.concurrency, "starting cell");
+        let report = run(loadgen_exe, &cell.plan, &cell.arms, &dir).await?;
+        reports.push(CellReport {
+            workload: cell.workload,
+            concurrency: cell.plan.concurrency,
+            report,
+        });
+    }
+    Ok(SuiteReport { cells: reports })
 }

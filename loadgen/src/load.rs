@@ -65,6 +65,11 @@ pub struct RunSpec {
     /// Downloads only: trust that the files are stored already and send no
     /// request to check (the experiment, whose setup uploaded them).
     pub assume_stored: bool,
+    /// Make the sizes drift up over the run: items are ordered by size and
+    /// each request draws from a window of a quarter of them that slides
+    /// from the smallest to the largest as the run goes (needs
+    /// `Stop::Requests`).
+    pub drift: bool,
 }
 
 /// Latency percentiles in milliseconds.
@@ -197,7 +202,7 @@ pub async fn run(spec: &RunSpec, progress: bool) -> anyhow::Result<Summary> {
                     Op::Download => false,
                     Op::Mixed => rng.random_bool(0.5),
                 };
-                let item = &items[rng.random_range(0..items.len())];
+                let item = &items[pick(&spec, number, items.len(), &mut rng)];
                 let begun = Instant::now();
                 let outcome = if upload {
                     let path = format!("{}/uploads/w{worker}/{}", spec.prefix, round % 8);
@@ -244,6 +249,20 @@ pub async fn run(spec: &RunSpec, progress: bool) -> anyhow::Result<Summary> {
         reporter.abort();
     }
     Ok(summarize(&total, seconds))
+}
+
+/// The index of the item request `number` takes: uniform over all, or over
+/// the drift window where the run has got to.
+fn pick(spec: &RunSpec, number: u64, items: usize, rng: &mut StdRng) -> usize {
+    match (spec.drift, spec.stop) {
+        (true, Stop::Requests(limit)) if items >= 4 => {
+            let width = items / 4;
+            let progress = number as f64 / limit.max(1) as f64;
+            let start = ((items - width) as f64 * progress.min(1.0)) as usize;
+            start + rng.random_range(0..width)
+        }
+        _ => rng.random_range(0..items),
+    }
 }
 
 fn summarize(tally: &Tally, seconds: f64) -> Summary {
@@ -305,6 +324,10 @@ async fn prepare(spec: &RunSpec, http: &reqwest::Client) -> anyhow::Result<Vec<I
             })
             .collect(),
     };
+    let mut items = items;
+    if spec.drift {
+        items.sort_by_key(|item| item.size);
+    }
     if spec.op != Op::Upload && !spec.assume_stored {
         upload_all(http, &spec.base_url, &items, spec.concurrency).await?;
     }

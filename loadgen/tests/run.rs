@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use gateway::config::Config;
-use loadgen::corpus::{self, SizeDistribution};
+use loadgen::corpus::{self, Shape, SizeDistribution};
 use loadgen::load::{self, Op, RunSpec, Stop, Workload};
 
 async fn gateway(dir: &std::path::Path) -> String {
@@ -31,6 +31,7 @@ async fn mixed_normal_sizes_are_all_verified() {
                 stddev: 50_000.0,
                 min: 1,
                 max: 400_000,
+                shape: Shape::Normal,
             },
             working_set: 8,
         },
@@ -40,6 +41,7 @@ async fn mixed_normal_sizes_are_all_verified() {
         prefix: "t".into(),
         seed: 3,
         assume_stored: false,
+        drift: false,
     };
     let summary = load::run(&spec, false).await.unwrap();
     assert_eq!(summary.requests, 120);
@@ -62,6 +64,7 @@ async fn corpus_downloads_at_a_rate_and_a_wrong_digest_is_counted() {
         stddev: 10_000.0,
         min: 1,
         max: 100_000,
+        shape: Shape::Normal,
     };
     let manifest = corpus::generate(files.path(), 16, sizes, 9).unwrap();
     let spec = RunSpec {
@@ -77,6 +80,7 @@ async fn corpus_downloads_at_a_rate_and_a_wrong_digest_is_counted() {
         prefix: "c".into(),
         seed: 1,
         assume_stored: false,
+        drift: false,
     };
     let summary = load::run(&spec, false).await.unwrap();
     assert_eq!(summary.failed, 0, "{:?}", summary.errors);
