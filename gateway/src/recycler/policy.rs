@@ -232,6 +232,9 @@ pub struct Policy {
     problem: Option<String>,
     /// The running count of footprints at which learning (re)started.
     learning_from: u64,
+    /// Restart-budget estimates have been below the threshold in force
+    /// since this running count of footprints.
+    lowering_since: Option<u64>,
 }
 
 impl Policy {
@@ -244,6 +247,7 @@ impl Policy {
             current: None,
             problem: None,
             learning_from: 0,
+            lowering_since: None,
         };
         policy.restart_learning(now_ms, 0);
         Ok(policy)
@@ -323,10 +327,25 @@ impl Policy {
         let usable = usize::try_from(seen.min(self.config.footprint_window)).unwrap_or(usize::MAX);
         let recent = &observed.footprints[observed.footprints.len().saturating_sub(usable)..];
         let floor = self.floor_bytes(observed.baseline_bytes);
-        match estimator::restart_budget_threshold(recent, self.settings.restart_budget, Some(floor))
-        {
+        match self.over_recent_windows(recent, floor) {
             Ok(estimate) => {
                 self.problem = None;
+                let in_force = self
+                    .current
+                    .as_ref()
+                    .map(ThresholdEstimate::threshold_bytes);
+                // Every request fit where it ran: nothing says what a fresh
+                // instance would need, so nothing to lower the threshold on.
+                if estimate.grew == 0 && in_force.is_some() {
+                    return in_force;
+                }
+                if let Some(held) = self.hold_before_lowering(
+                    in_force,
+                    estimate.threshold_bytes,
+                    observed.requests_recorded,
+                ) {
+                    return Some(held);
+                }
                 let estimate = ThresholdEstimate::RestartBudget(estimate);
                 let evidence = Evidence::Requests {
                     from,
@@ -341,6 +360,33 @@ impl Policy {
                     .map(ThresholdEstimate::threshold_bytes)
             }
         }
+    }
+
+    /// The restart-budget estimate over the whole window and over its most
+    /// recent half and quarter (those holding at least `min_requests`),
+    /// whichever is highest. When sizes creep up, the recent part sees it
+    /// first and keeps restarts within the budget; when they hold still,
+    /// the three agree; when they fall, the whole window holds the
+    /// threshold up a while longer (less saving, never churn).
+    fn over_recent_windows(
+        &self,
+        recent: &[Footprint],
+        floor: u64,
+    ) -> Result<BudgetEstimate, estimator::BudgetError> {
+        let budget = self.settings.restart_budget;
+        let mut best = estimator::restart_budget_threshold(recent, budget, Some(floor))?;
+        for part in [2, 4] {
+            let len = recent.len() / part;
+            if (len as u64) < self.config.min_requests {
+                break;
+            }
+            let tail = &recent[recent.len() - len..];
+            let estimate = estimator::restart_budget_threshold(tail, budget, Some(floor))?;
+            if estimate.threshold_bytes > best.threshold_bytes {
+                best = estimate;
+            }
+        }
+        Ok(best)
     }
 
     fn step_medians(&mut self, method: estimator::Method, observed: &Observed<'_>) -> Option<u64> {
@@ -429,6 +475,31 @@ impl Policy {
             .unzip();
         let estimate = estimator::estimate(&medians, method, self.settings.alpha, Some(floor));
         (used, estimate)
+    }
+
+    /// Raise at once, lower only after a while: a threshold that dips
+    /// whenever a rare large footprint leaves the window would replace the
+    /// instances between the two values each time (`drift` restarts beyond
+    /// the budget). A lower estimate takes effect once the estimates have
+    /// stayed below the threshold in force for `1 / budget` requests.
+    /// Returns the threshold to keep, or `None` to put the estimate in force.
+    fn hold_before_lowering(
+        &mut self,
+        in_force: Option<u64>,
+        estimate: u64,
+        requests_recorded: u64,
+    ) -> Option<u64> {
+        let Some(in_force) = in_force.filter(|&t| estimate < t) else {
+            self.lowering_since = None;
+            return None;
+        };
+        let hold = (1.0 / self.settings.restart_budget).ceil() as u64;
+        let since = *self.lowering_since.get_or_insert(requests_recorded);
+        if requests_recorded.saturating_sub(since) < hold {
+            return Some(in_force);
+        }
+        self.lowering_since = None;
+        None
     }
 
     /// Make `estimate` the one in force (the first one engages the
@@ -557,6 +628,7 @@ impl Policy {
     fn restart_learning(&mut self, now_ms: i64, requests_recorded: u64) {
         self.current = None;
         self.problem = None;
+        self.lowering_since = None;
         self.learning_from = requests_recorded;
         self.calibration = match (self.settings.mode, self.settings.method.over_medians()) {
             (Mode::Monitor | Mode::Fixed, _) => Calibration::Unused,
@@ -724,6 +796,42 @@ mod tests {
         // the budget, but bounded (see the README's drift workload).
         let rate = (sim.restarts - restarts_before) as f64 / 4000.0;
         assert!(rate <= 0.05, "restart rate {rate} under drift");
+    }
+
+    #[test]
+    fn the_threshold_rises_at_once_and_lowers_only_after_a_hold() {
+        let config = PolicyConfig {
+            footprint_window: 200,
+            ..config()
+        };
+        let mut policy =
+            Policy::new(config, settings(Mode::Rolling, Method::RestartBudget), 0).unwrap();
+        let mut footprints = Vec::new();
+        let mut step = |policy: &mut Policy, footprints: &Vec<Footprint>| {
+            let window = footprints.len().saturating_sub(200);
+            policy.step(&Observed {
+                footprints: &footprints[window..],
+                requests_recorded: footprints.len() as u64,
+                ..observed(0, &[], &[])
+            })
+        };
+        footprints.extend([Footprint::Grew(2 * MIB); 200]);
+        assert_eq!(step(&mut policy, &footprints), Some(2 * MIB));
+        // Three large footprints in 200 are over the 1 % budget: up at once.
+        footprints.extend([Footprint::Grew(50 * MIB); 3]);
+        assert_eq!(step(&mut policy, &footprints), Some(50 * MIB));
+        // They leave the window: the estimate falls, the threshold holds
+        // for 1 / budget = 100 requests, then follows.
+        footprints.extend([Footprint::Grew(2 * MIB); 203]);
+        assert_eq!(step(&mut policy, &footprints), Some(50 * MIB));
+        footprints.extend([Footprint::Grew(2 * MIB); 99]);
+        assert_eq!(step(&mut policy, &footprints), Some(50 * MIB));
+        footprints.push(Footprint::Grew(2 * MIB));
+        assert_eq!(step(&mut policy, &footprints), Some(2 * MIB));
+        // A window where every request fit where it ran says nothing about
+        // a lower threshold: the one in force stays.
+        footprints.extend([Footprint::Within(2 * MIB); 400]);
+        assert_eq!(step(&mut policy, &footprints), Some(2 * MIB));
     }
 
     #[test]
