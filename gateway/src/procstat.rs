@@ -22,19 +22,21 @@ impl ProcessMemory {
     }
 
     fn parse(rollup: &str) -> Self {
-        let field = |name: &str| {
-            rollup
-                .lines()
-                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-                .and_then(|rest| rest.trim().strip_suffix("kB"))
-                .and_then(|kib| kib.trim().parse::<u64>().ok())
-                .map_or(0, |kib| kib * 1024)
-        };
         Self {
-            rss_bytes: field("Rss"),
-            private_dirty_bytes: field("Private_Dirty"),
+            rss_bytes: kib_field(rollup, "Rss"),
+            private_dirty_bytes: kib_field(rollup, "Private_Dirty"),
         }
     }
+}
+
+/// The `name:   N kB` field of a `/proc` file (`status`, `smaps_rollup`)
+/// in bytes; 0 when it is missing.
+pub fn kib_field(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|kib| kib.trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
 }
 
 /// Bytes of memory this process may use: the tightest cgroup limit on the

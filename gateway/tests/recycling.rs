@@ -34,7 +34,7 @@ struct Tally {
 async fn drive_load(
     server: &TestServer,
     clients: usize,
-    until: impl Fn() -> bool + Send + Sync + 'static,
+    until: impl Fn(&Tally) -> bool + Send + Sync + 'static,
 ) -> Arc<Tally> {
     // A shared set every client reads from.
     let mut shared = Vec::new();
@@ -63,7 +63,7 @@ async fn drive_load(
         );
         tasks.push(tokio::spawn(async move {
             let mut round = 0usize;
-            while !until() {
+            while !until(&tally) {
                 let size = match rand::rng().random_range(0..10) {
                     0..=5 => rand::rng().random_range(4 * KIB..256 * KIB),
                     6..=8 => rand::rng().random_range(256 * KIB..2 * MIB),
@@ -112,9 +112,14 @@ async fn drive_load(
     tally
 }
 
-fn deadline(after: Duration) -> impl Fn() -> bool + Send + Sync + 'static {
-    let end = Instant::now() + after;
-    move || Instant::now() >= end
+/// Until `requests` were made, or `give_up` passed (then the test's own
+/// count assertion fails with the number reached).
+fn requests_or(
+    requests: u64,
+    give_up: Duration,
+) -> impl Fn(&Tally) -> bool + Send + Sync + 'static {
+    let end = Instant::now() + give_up;
+    move |tally| tally.requests.load(Ordering::Relaxed) >= requests || Instant::now() >= end
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,12 +131,12 @@ async fn a_low_fixed_threshold_replaces_instances_continuously_without_one_faile
         config.sample_interval = Duration::from_millis(100);
     })
     .await;
-    let tally = drive_load(&server, 8, deadline(Duration::from_secs(4))).await;
+    let tally = drive_load(&server, 8, requests_or(300, Duration::from_secs(60))).await;
 
     let pool = server.json("/admin/pool").await;
     let replaced = pool["replacements"]["threshold"].as_u64().unwrap_or(0);
     let requests = tally.requests.load(Ordering::Relaxed);
-    assert!(requests >= 100, "only {requests} requests");
+    assert!(requests >= 300, "only {requests} requests");
     println!(
         "fixed 2 MiB threshold: {requests} requests, {} MiB verified, {replaced} replacements, 0 failures",
         tally.verified_bytes.load(Ordering::Relaxed) >> 20
@@ -153,7 +158,8 @@ async fn a_low_fixed_threshold_replaces_instances_continuously_without_one_faile
     let estimator = server.json("/admin/estimator").await;
     assert_eq!(estimator["mode"], "fixed");
     assert_eq!(estimator["threshold_bytes"], 2 * MIB);
-    assert_eq!(estimator["restarts"], replaced);
+    // (A replacement may finish after the pool was read.)
+    assert!(estimator["restarts"].as_u64().unwrap() >= replaced);
     server.stop().await;
 }
 
@@ -179,7 +185,7 @@ async fn calibrate_sets_the_threshold_from_the_data_and_then_enforces_it() {
     let tally = drive_load(&server, 8, {
         let frozen_at = frozen_at.clone();
         let give_up = Instant::now() + Duration::from_secs(30);
-        move || {
+        move |_: &Tally| {
             let mut frozen_at = frozen_at.lock().unwrap();
             if frozen_at.is_none() && recycler.report().calibration.state == "frozen" {
                 *frozen_at = Some(Instant::now());

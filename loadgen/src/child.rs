@@ -6,6 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use gateway::procstat::kib_field;
 
 /// A gateway child process, killed on drop.
 #[derive(Debug)]
@@ -113,17 +114,9 @@ impl ProcMemory {
     }
 
     fn parse(status: &str) -> Self {
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-                .and_then(|rest| rest.trim().strip_suffix("kB"))
-                .and_then(|kib| kib.trim().parse::<u64>().ok())
-                .map_or(0, |kib| kib * 1024)
-        };
         Self {
-            rss_bytes: field("VmRSS"),
-            peak_rss_bytes: field("VmHWM"),
+            rss_bytes: kib_field(status, "VmRSS"),
+            peak_rss_bytes: kib_field(status, "VmHWM"),
         }
     }
 }

@@ -13,7 +13,7 @@ use estimator::{Sample, Warmup};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::experiment::{ArmResult, Report};
+use crate::experiment::{ArmResult, Report, SuiteReport};
 
 const FONT: &str = "sans-serif";
 const FONT_BYTES: &[u8] = include_bytes!("../assets/DejaVuSansMono.ttf");
@@ -44,6 +44,28 @@ pub fn draw_all(report: &Report, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
         mean_memory(area, &report.arms, &samples)
     })?);
     written.extend(both(out, "tradeoff", |area| tradeoff(area, &report.arms))?);
+    Ok(written)
+}
+
+/// For each cell of a policy suite: mean memory over time of every arm, and
+/// memory saved against restarts (`<workload>-c<concurrency>-*.png|svg`).
+pub fn draw_suite(suite: &SuiteReport, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let _ = plotters::style::register_font(FONT, FontStyle::Normal, FONT_BYTES);
+    let mut written = Vec::new();
+    for cell in &suite.cells {
+        let mut samples = BTreeMap::new();
+        for arm in &cell.report.arms {
+            let csv = std::fs::read(&arm.samples_csv)?;
+            samples.insert(arm.name.clone(), estimator::read_csv(&csv[..])?);
+        }
+        let stem = format!("{}-c{}", cell.workload, cell.concurrency);
+        written.extend(both(out, &format!("{stem}-mean-memory"), |area| {
+            mean_memory(area, &cell.report.arms, &samples)
+        })?);
+        written.extend(both(out, &format!("{stem}-tradeoff"), |area| {
+            tradeoff(area, &cell.report.arms)
+        })?);
+    }
     Ok(written)
 }
 

@@ -69,7 +69,7 @@ enum Command {
     },
     /// Draw the figures of a saved experiment report again.
     Figures {
-        /// The report written by `experiment --json`.
+        /// The report written by `experiment --json` or `policy --json`.
         #[arg(long)]
         json: PathBuf,
         /// Where to write the PNG and SVG files.
@@ -253,9 +253,17 @@ async fn main() -> anyhow::Result<()> {
             gateway::run(config).await?;
         }
         Command::Figures { json, out } => {
-            let report: experiment::Report = serde_json::from_slice(&std::fs::read(&json)?)?;
+            let text = std::fs::read(&json)?;
             std::fs::create_dir_all(&out)?;
-            for figure in loadgen::figures::draw_all(&report, &out)? {
+            // A policy suite's report, or one experiment's.
+            let figures = match serde_json::from_slice::<experiment::SuiteReport>(&text) {
+                Ok(suite) => loadgen::figures::draw_suite(&suite, &out)?,
+                Err(_) => {
+                    let report: experiment::Report = serde_json::from_slice(&text)?;
+                    loadgen::figures::draw_all(&report, &out)?
+                }
+            };
+            for figure in figures {
                 println!("figure: {}", figure.display());
             }
         }

@@ -363,7 +363,8 @@ impl Policy {
     }
 
     /// The restart-budget estimate over the whole window and over its most
-    /// recent half and quarter (those holding at least `min_requests`),
+    /// recent half and quarter (those holding at least `1 / budget` and
+    /// `min_requests` requests),
     /// whichever is highest. When sizes creep up, the recent part sees it
     /// first and keeps restarts within the budget; when they hold still,
     /// the three agree; when they fall, the whole window holds the
@@ -375,9 +376,12 @@ impl Policy {
     ) -> Result<BudgetEstimate, estimator::BudgetError> {
         let budget = self.settings.restart_budget;
         let mut best = estimator::restart_budget_threshold(recent, budget, Some(floor))?;
+        // A part too short to hold one request in 1/budget cannot tell the
+        // budget's quantile from its largest footprint: skip it.
+        let shortest = (1.0 / budget).ceil().max(self.config.min_requests as f64);
         for part in [2, 4] {
             let len = recent.len() / part;
-            if (len as u64) < self.config.min_requests {
+            if (len as f64) < shortest {
                 break;
             }
             let tail = &recent[recent.len() - len..];
@@ -807,7 +811,7 @@ mod tests {
         let mut policy =
             Policy::new(config, settings(Mode::Rolling, Method::RestartBudget), 0).unwrap();
         let mut footprints = Vec::new();
-        let mut step = |policy: &mut Policy, footprints: &Vec<Footprint>| {
+        let step = |policy: &mut Policy, footprints: &[Footprint]| {
             let window = footprints.len().saturating_sub(200);
             policy.step(&Observed {
                 footprints: &footprints[window..],
