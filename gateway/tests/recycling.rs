@@ -494,6 +494,10 @@ async fn the_default_estimator_engages_for_one_client_and_replaces_a_rare_large_
 
     // The user: 100 files of up to 1 MB, each uploaded and read.
     let mut rng = StdRng::seed_from_u64(7);
+    round_trip(&server, "small/first", &mut rng, 1000).await;
+    let report = server.json("/admin/estimator").await;
+    assert_eq!(report["calibration"]["progress"]["seen"], 2, "{report}");
+    assert_eq!(report["calibration"]["progress"]["needed"], 32, "{report}");
     let mut engaged_after = None;
     for i in 0..100 {
         let size = rng.random_range(KIB..MIB);
@@ -515,7 +519,7 @@ async fn the_default_estimator_engages_for_one_client_and_replaces_a_rare_large_
         .unwrap();
     assert!(threshold < 4 * MIB as u64, "threshold {threshold}");
 
-    // Then one 100 MB file, uploaded and read: 2 requests in 202, within
+    // Then one 100 MB file, uploaded and read: 2 requests in 204, within
     // the 1 % budget, so each instance it grows is replaced as it ends.
     let replaced = |pool: &Value| pool["replacements"]["threshold"].as_u64().unwrap_or(0);
     let before = replaced(&server.json("/admin/pool").await);

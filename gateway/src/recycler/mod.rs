@@ -293,9 +293,9 @@ impl Recycler {
                 engaged_ms: None,
                 instances_used: Vec::new(),
             },
-            Calibration::Collecting { since_ms, progress } => CalibrationReport {
+            Calibration::Collecting { since_ms, .. } => CalibrationReport {
                 state: "collecting",
-                progress: Some(progress.clone()),
+                progress: policy.progress(requests),
                 started_ms: Some(*since_ms),
                 engaged_ms: None,
                 instances_used: Vec::new(),
@@ -328,7 +328,7 @@ impl Recycler {
         };
         let status = self.status();
         EstimatorReport {
-            summary: summary(&policy, threshold, baseline),
+            summary: summary(&policy, threshold, baseline, requests),
             mode: settings.mode,
             method: settings.method,
             restart_budget: settings.restart_budget,
@@ -373,7 +373,7 @@ impl Recycler {
 }
 
 /// What the estimator is doing, in a sentence an operator can act on.
-fn summary(policy: &Policy, threshold: Option<u64>, baseline: u64) -> String {
+fn summary(policy: &Policy, threshold: Option<u64>, baseline: u64, requests: u64) -> String {
     let settings = policy.settings();
     let mib = |bytes: u64| bytes as f64 / 1048576.0;
     match (policy.calibration(), threshold) {
@@ -381,11 +381,12 @@ fn summary(policy: &Policy, threshold: Option<u64>, baseline: u64) -> String {
         (Calibration::Unused, Some(t)) => {
             format!("fixed: replacing instances above {:.2} MiB", mib(t))
         }
-        (Calibration::Collecting { progress, .. }, _) => match progress {
-            Progress::Requests { seen, needed } => {
+        (Calibration::Collecting { .. }, _) => match policy.progress(requests) {
+            None => "learning".into(),
+            Some(Progress::Requests { seen, needed }) => {
                 format!("learning: {seen} of {needed} requests observed before a threshold is set")
             }
-            Progress::Instances { ready, needed } => format!(
+            Some(Progress::Instances { ready, needed }) => format!(
                 "learning: {ready} of {needed} instances ready (served enough requests, memory steady)"
             ),
         },

@@ -265,6 +265,22 @@ impl Policy {
         self.current.as_ref()
     }
 
+    /// How far learning is, with the requests counted up to
+    /// `requests_recorded` (steps run only every few requests).
+    pub fn progress(&self, requests_recorded: u64) -> Option<Progress> {
+        match &self.calibration {
+            Calibration::Collecting {
+                progress: Progress::Requests { needed, .. },
+                ..
+            } => Some(Progress::Requests {
+                seen: requests_recorded.saturating_sub(self.learning_from),
+                needed: *needed,
+            }),
+            Calibration::Collecting { progress, .. } => Some(progress.clone()),
+            _ => None,
+        }
+    }
+
     pub fn problem(&self) -> Option<&str> {
         self.problem.as_deref()
     }
