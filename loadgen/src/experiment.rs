@@ -497,7 +497,7 @@ pub struct Cell {
     pub arms: Vec<Arm>,
 }
 
-/// The results of [`run_suite`].
+/// The results of the suite's cells ([`run_cell`] each).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SuiteReport {
     pub cells: Vec<CellReport>,
@@ -598,22 +598,14 @@ pub fn policy_suite(quick: bool) -> Vec<Cell> {
     cells
 }
 
-/// Run every cell of the suite, each in a directory of its own under `out`.
-pub async fn run_suite(
-    loadgen_exe: &Path,
-    cells: &[Cell],
-    out: &Path,
-) -> anyhow::Result<SuiteReport> {
-    let mut reports = Vec::new();
-    for cell in cells {
-        let dir = out.join(format!("{}-c{}", cell.workload, cell.plan.concurrency));
-        tracing::info!(workload = %cell.workload, concurrency = cell.plan.concurrency, "starting cell");
-        let report = run(loadgen_exe, &cell.plan, &cell.arms, &dir).await?;
-        reports.push(CellReport {
-            workload: cell.workload,
-            concurrency: cell.plan.concurrency,
-            report,
-        });
-    }
-    Ok(SuiteReport { cells: reports })
+/// Run one cell of the suite in a directory of its own under `out`.
+pub async fn run_cell(loadgen_exe: &Path, cell: &Cell, out: &Path) -> anyhow::Result<CellReport> {
+    let dir = out.join(format!("{}-c{}", cell.workload, cell.plan.concurrency));
+    tracing::info!(workload = %cell.workload, concurrency = cell.plan.concurrency, "starting cell");
+    let report = run(loadgen_exe, &cell.plan, &cell.arms, &dir).await?;
+    Ok(CellReport {
+        workload: cell.workload,
+        concurrency: cell.plan.concurrency,
+        report,
+    })
 }

@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use loadgen::corpus::{self, SizeDistribution};
 use loadgen::experiment::{self, Plan};
@@ -299,12 +298,7 @@ async fn main() -> anyhow::Result<()> {
                 .collect();
             let mut reports = Vec::new();
             for cell in &cells {
-                let suite = experiment::run_suite(&exe, std::slice::from_ref(cell), &out).await?;
-                let done = suite
-                    .cells
-                    .into_iter()
-                    .next()
-                    .context("a cell without a report")?;
+                let done = experiment::run_cell(&exe, cell, &out).await?;
                 println!(
                     "\n### {} sizes, concurrency {}\n",
                     done.workload, done.concurrency

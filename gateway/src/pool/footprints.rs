@@ -3,7 +3,6 @@
 //! threshold is learned from.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use estimator::Footprint;
@@ -16,53 +15,64 @@ pub const STEP_EVERY: u64 = 8;
 /// recorded.
 #[derive(Debug)]
 pub struct FootprintLog {
-    window: Mutex<VecDeque<Footprint>>,
+    window: Mutex<Window>,
     capacity: usize,
-    recorded: AtomicU64,
     every_few: Notify,
+}
+
+/// The most recent footprints (oldest first), and how many were recorded
+/// since start: read together, so they agree.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Window {
+    pub footprints: VecDeque<Footprint>,
+    pub recorded: u64,
 }
 
 impl FootprintLog {
     pub fn new(capacity: usize) -> Self {
         let capacity = capacity.max(1);
         Self {
-            window: Mutex::new(VecDeque::with_capacity(capacity)),
+            window: Mutex::new(Window {
+                footprints: VecDeque::with_capacity(capacity),
+                recorded: 0,
+            }),
             capacity,
-            recorded: AtomicU64::new(0),
             every_few: Notify::new(),
         }
     }
 
     pub fn record(&self, footprint: Footprint) {
-        {
+        let recorded = {
             let mut window = self.lock();
-            if window.len() == self.capacity {
-                window.pop_front();
+            if window.footprints.len() == self.capacity {
+                window.footprints.pop_front();
             }
-            window.push_back(footprint);
-        }
-        let recorded = self.recorded.fetch_add(1, Ordering::Relaxed) + 1;
+            window.footprints.push_back(footprint);
+            window.recorded += 1;
+            window.recorded
+        };
         if recorded.is_multiple_of(STEP_EVERY) {
             self.every_few.notify_one();
         }
     }
 
-    /// The most recent `last` footprints (at most the window), oldest first.
-    pub fn recent(&self, last: u64) -> Vec<Footprint> {
+    /// The most recent `last` footprints (at most the window), oldest
+    /// first, with the count recorded so far.
+    pub fn recent(&self, last: u64) -> Window {
         let window = self.lock();
         let take = usize::try_from(last)
             .unwrap_or(usize::MAX)
-            .min(window.len());
-        window.iter().skip(window.len() - take).copied().collect()
+            .min(window.footprints.len());
+        let skip = window.footprints.len() - take;
+        Window {
+            footprints: window.footprints.iter().skip(skip).copied().collect(),
+            recorded: window.recorded,
+        }
     }
 
     /// Footprints recorded since start.
     pub fn recorded(&self) -> u64 {
-        self.recorded.load(Ordering::Relaxed)
-    }
-
-    pub fn capacity(&self) -> usize {
-        self.capacity
+        self.lock().recorded
     }
 
     /// Resolves after every [`STEP_EVERY`] new footprints.
@@ -70,7 +80,7 @@ impl FootprintLog {
         self.every_few.notified().await;
     }
 
-    fn lock(&self) -> MutexGuard<'_, VecDeque<Footprint>> {
+    fn lock(&self) -> MutexGuard<'_, Window> {
         self.window
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -90,8 +100,9 @@ mod tests {
         }
         assert_eq!(log.recorded(), 5);
         let grew = |b| Footprint::Grew(b);
-        assert_eq!(log.recent(10), vec![grew(3), grew(4), grew(5)]);
-        assert_eq!(log.recent(2), vec![grew(4), grew(5)]);
-        assert_eq!(log.recent(0), vec![]);
+        assert_eq!(log.recent(10).footprints, vec![grew(3), grew(4), grew(5)]);
+        assert_eq!(log.recent(2).footprints, vec![grew(4), grew(5)]);
+        assert_eq!(log.recent(0).footprints, vec![]);
+        assert_eq!(log.recent(0).recorded, 5);
     }
 }

@@ -158,6 +158,17 @@ impl InstanceInfo {
     fn memory_bytes(&self) -> u64 {
         self.memory.load(Ordering::Relaxed)
     }
+
+    /// Why it is replaced for being over the threshold: `Threshold` if a
+    /// request of its own took it there (the one that just ended, `grew`,
+    /// or an earlier one the recycling cap held back), else `Drift`.
+    fn threshold_reason(&self, grew: bool) -> ReplaceReason {
+        if grew || self.crossed.load(Ordering::Relaxed) {
+            ReplaceReason::Threshold
+        } else {
+            ReplaceReason::Drift
+        }
+    }
 }
 
 /// A snapshot of one instance.
@@ -403,13 +414,7 @@ impl Pool {
         } else if let Some(reason) = info.drain_reason() {
             self.replace(instance, reason).await;
         } else if self.over_threshold(&info) {
-            // Over because of this request, or because the threshold moved
-            // below memory it already had.
-            let reason = if grew || info.crossed.load(Ordering::Relaxed) {
-                ReplaceReason::Threshold
-            } else {
-                ReplaceReason::Drift
-            };
+            let reason = info.threshold_reason(grew);
             if self.reserve_recycling() {
                 info.start_draining(reason);
                 self.replace(instance, reason).await;
@@ -468,14 +473,7 @@ impl Pool {
             .filter(|instance| {
                 instance.info.drain_reason().is_none() && self.over_threshold(&instance.info)
             })
-            .map(|instance| {
-                let reason = if instance.info.crossed.load(Ordering::Relaxed) {
-                    ReplaceReason::Threshold
-                } else {
-                    ReplaceReason::Drift
-                };
-                (instance.info.id, reason)
-            })
+            .map(|instance| (instance.info.id, instance.info.threshold_reason(false)))
             .collect();
         let mut replaced = 0;
         for (id, reason) in candidates {

@@ -17,7 +17,7 @@ pub mod policy;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use estimator::{Sample, Warmup};
+use estimator::Sample;
 use serde::Serialize;
 use tokio::sync::watch;
 use volume::{ProcessSample, Volume, VolumeError};
@@ -216,22 +216,30 @@ impl Recycler {
             Some((from, to)) => self.samples(from, to).await?,
             None => Vec::new(),
         };
-        let served: Vec<(u64, u64)> = self
-            .pool
-            .instances()
-            .iter()
-            .map(|instance| (instance.id, instance.requests))
-            .collect();
-        let footprints = self.pool.footprints();
-        let recorded = footprints.recorded();
-        let recent = footprints.recent(u64::MAX);
+        // Instances' request counts for the median methods (which also need
+        // samples), footprints for the restart budget.
+        let served: Vec<(u64, u64)> = match window {
+            Some(_) => self
+                .pool
+                .instances()
+                .iter()
+                .map(|instance| (instance.id, instance.requests))
+                .collect(),
+            None => Vec::new(),
+        };
+        let recent = if self.policy().learns_from_footprints() {
+            self.pool.footprints().recent(u64::MAX)
+        } else {
+            self.pool.footprints().recent(0)
+        };
+        let footprints: Vec<_> = recent.footprints.into();
         let threshold = self.policy().step(&policy::Observed {
             now_ms: now,
             baseline_bytes: self.pool.baseline_bytes(),
             samples: &samples,
             served: &served,
-            footprints: &recent,
-            requests_recorded: recorded,
+            footprints: &footprints,
+            requests_recorded: recent.recorded,
         });
         if threshold != self.pool.threshold() {
             tracing::info!(
@@ -318,7 +326,7 @@ impl Recycler {
                     policy::Evidence::Samples { instances, .. } => {
                         instances.iter().copied().collect()
                     }
-                    policy::Evidence::Requests { .. } => Vec::new(),
+                    policy::Evidence::Requests => Vec::new(),
                 },
             },
         };
@@ -352,11 +360,6 @@ impl Recycler {
             requests,
             restart_rate: restarts as f64 / requests.max(1) as f64,
         }
-    }
-
-    /// The warm-up rule of the median methods.
-    pub fn warmup(&self) -> Warmup {
-        self.policy().config().warmup
     }
 
     fn policy(&self) -> MutexGuard<'_, Policy> {

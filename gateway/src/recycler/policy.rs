@@ -182,8 +182,8 @@ pub enum Calibration {
 /// re-estimate from the same evidence.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Evidence {
-    /// Requests observed from this running count on.
-    Requests { from: u64, to: u64 },
+    /// The footprints of recent requests (restart budget).
+    Requests,
     /// These instances' samples in `[from, to]` (Unix milliseconds).
     Samples {
         from: i64,
@@ -281,6 +281,13 @@ impl Policy {
         }
     }
 
+    /// Whether a step reads request footprints (the restart budget, while
+    /// it learns or follows).
+    pub fn learns_from_footprints(&self) -> bool {
+        matches!(self.settings.mode, Mode::Calibrate | Mode::Rolling)
+            && self.settings.method.over_medians().is_none()
+    }
+
     pub fn problem(&self) -> Option<&str> {
         self.problem.as_deref()
     }
@@ -363,11 +370,7 @@ impl Policy {
                     return Some(held);
                 }
                 let estimate = ThresholdEstimate::RestartBudget(estimate);
-                let evidence = Evidence::Requests {
-                    from,
-                    to: observed.requests_recorded,
-                };
-                Some(self.put_in_force(observed.now_ms, estimate, evidence))
+                Some(self.put_in_force(observed.now_ms, estimate, Evidence::Requests))
             }
             Err(error) => {
                 self.problem = Some(error.to_string());
@@ -530,23 +533,13 @@ impl Policy {
         estimate: ThresholdEstimate,
         evidence: Evidence,
     ) -> u64 {
-        match &mut self.calibration {
-            Calibration::Collecting { since_ms, .. } => {
-                self.calibration = Calibration::Engaged {
-                    since_ms: *since_ms,
-                    at_ms: now_ms,
-                    first: estimate.clone(),
-                    evidence,
-                };
-            }
-            Calibration::Engaged { evidence: kept, .. } => {
-                if let (Evidence::Requests { to, .. }, Evidence::Requests { to: now, .. }) =
-                    (kept, evidence)
-                {
-                    *to = now;
-                }
-            }
-            Calibration::Unused => {}
+        if let Calibration::Collecting { since_ms, .. } = self.calibration {
+            self.calibration = Calibration::Engaged {
+                since_ms,
+                at_ms: now_ms,
+                first: estimate.clone(),
+                evidence,
+            };
         }
         let threshold = estimate.threshold_bytes();
         self.current = Some(estimate);
