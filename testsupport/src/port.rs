@@ -1,0 +1,74 @@
+//! Picking free loopback ports.
+
+use std::collections::HashSet;
+use std::net::{Ipv4Addr, TcpListener};
+use std::sync::{Mutex, PoisonError};
+
+/// Offset SeaweedFS adds to an HTTP port to derive its gRPC port.
+pub(crate) const GRPC_OFFSET: u16 = 10000;
+
+/// Ports already handed out by this process, so two servers started at the
+/// same time never get the same one.
+static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+
+/// Asks the OS for an unused port on 127.0.0.1 that this process has not
+/// handed out before. The port is released before returning, so another
+/// program could still take it: start the server promptly.
+pub fn free_port() -> u16 {
+    try_free_port(|_| true).expect("no free loopback port")
+}
+
+/// Like [`free_port`], but also `port + 10000` is free and a valid port, as
+/// SeaweedFS derives gRPC ports that way.
+pub fn free_port_with_grpc() -> u16 {
+    try_free_port(|p| {
+        p.checked_add(GRPC_OFFSET)
+            .is_some_and(|g| TcpListener::bind((Ipv4Addr::LOCALHOST, g)).is_ok())
+    })
+    .expect("no free loopback port p with p + 10000 free too")
+}
+
+/// Returns a fresh OS-chosen port accepted by `ok`, reserving it (and its
+/// gRPC twin) in [`HANDED_OUT`].
+fn try_free_port(ok: impl Fn(u16) -> bool) -> Option<u16> {
+    for _ in 0..1000 {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .ok()?
+            .port();
+        let mut guard = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
+        let seen = guard.get_or_insert_with(HashSet::new);
+        let twin = port.checked_add(GRPC_OFFSET);
+        if seen.contains(&port) || twin.is_some_and(|t| seen.contains(&t)) || !ok(port) {
+            continue;
+        }
+        seen.insert(port);
+        seen.extend(twin);
+        return Some(port);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_are_distinct_and_bindable() {
+        let ports: HashSet<u16> = (0..50).map(|_| free_port()).collect();
+        assert_eq!(ports.len(), 50);
+        for &p in &ports {
+            TcpListener::bind((Ipv4Addr::LOCALHOST, p)).expect("port is free");
+        }
+    }
+
+    #[test]
+    fn grpc_twin_is_free() {
+        for _ in 0..20 {
+            let p = free_port_with_grpc();
+            let g = p.checked_add(GRPC_OFFSET).expect("twin fits in u16");
+            TcpListener::bind((Ipv4Addr::LOCALHOST, p)).expect("port is free");
+            TcpListener::bind((Ipv4Addr::LOCALHOST, g)).expect("twin is free");
+        }
+    }
+}
