@@ -1,15 +1,13 @@
-//! The metadata index: one SQL row per file, in SQLite.
-//!
-//! Writers take SQLite's write lock at `BEGIN IMMEDIATE`, so a transaction
-//! that reads then writes never fails half-way on a lock upgrade.
+//! The `files` table: one row per file, folder-collapsing paginated
+//! listings. Runs on either engine of [`Database`]; a writer that names a
+//! blob does so inside the transaction that locked the blob's ledger row
+//! (see `ledger`).
 
 use std::collections::HashSet;
-use std::path::Path;
-use std::time::Duration;
 
-use sqlx::SqlitePool;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Any, Transaction};
 
+use crate::db::Database;
 use crate::path::{FilePath, Prefix};
 use crate::{Digest, Entry, FileMeta, Listing, VolumeError};
 
@@ -17,7 +15,7 @@ const COLUMNS: &str = "path, size, sha256, content_type, created_ms, modified_ms
 
 #[derive(Debug, Clone)]
 pub(crate) struct Index {
-    pool: SqlitePool,
+    db: Database,
 }
 
 #[derive(sqlx::FromRow)]
@@ -51,35 +49,30 @@ pub(crate) struct Replaced {
 }
 
 impl Index {
-    pub(crate) async fn open(file: &Path) -> Result<Self, VolumeError> {
-        let options = SqliteConnectOptions::new()
-            .filename(file)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            // FULL: a commit acknowledged to a client survives power loss.
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(Duration::from_secs(10));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(8)
-            .connect_with(options)
-            .await?;
-        sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(Self { pool })
+    pub(crate) fn new(db: Database) -> Self {
+        Self { db }
+    }
+
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
     }
 
     pub(crate) async fn get(&self, path: &FilePath) -> Result<Option<FileMeta>, VolumeError> {
         let row: Option<Row> =
-            sqlx::query_as(&format!("SELECT {COLUMNS} FROM files WHERE path = ?"))
+            sqlx::query_as(&format!("SELECT {COLUMNS} FROM files WHERE path = $1"))
                 .bind(path.as_str())
-                .fetch_optional(&self.pool)
+                .fetch_optional(self.db.pool())
                 .await?;
         Ok(row.map(FileMeta::from))
     }
 
-    /// Point `path` at the blob `digest`, creating the row or replacing it
-    /// (keeping its creation time) when `overwrite` allows.
+    /// Point `path` at the blob `digest` inside `tx` (which holds the
+    /// blob's ledger row), creating the row or replacing it (keeping its
+    /// creation time) when `overwrite` allows.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn upsert(
         &self,
+        tx: &mut Transaction<'static, Any>,
         path: &FilePath,
         size: u64,
         digest: &Digest,
@@ -88,16 +81,19 @@ impl Index {
         now_ms: i64,
     ) -> Result<Replaced, VolumeError> {
         let size = i64::try_from(size).map_err(|_| VolumeError::TooLarge(size))?;
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let previous: Option<(String,)> = sqlx::query_as("SELECT sha256 FROM files WHERE path = ?")
+        let sql = format!(
+            "SELECT sha256 FROM files WHERE path = $1{}",
+            self.db.locking()
+        );
+        let previous: Option<(String,)> = sqlx::query_as(&sql)
             .bind(path.as_str())
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut **tx)
             .await?;
         if previous.is_some() && !overwrite {
             return Err(VolumeError::AlreadyExists(path.to_string()));
         }
         let row: Row = sqlx::query_as(&format!(
-            "INSERT INTO files ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+            "INSERT INTO files ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $5)
              ON CONFLICT (path) DO UPDATE SET size = excluded.size, sha256 = excluded.sha256,
                  content_type = excluded.content_type, modified_ms = excluded.modified_ms
              RETURNING {COLUMNS}"
@@ -107,9 +103,8 @@ impl Index {
         .bind(digest.as_str())
         .bind(content_type)
         .bind(now_ms)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut **tx)
         .await?;
-        tx.commit().await?;
         Ok(Replaced {
             meta: row.into(),
             previous: previous.and_then(|(hex,)| Digest::parse(&hex).ok()),
@@ -119,26 +114,17 @@ impl Index {
     /// Remove `path`; returns the digest it named, or `None` if it was absent.
     pub(crate) async fn delete(&self, path: &FilePath) -> Result<Option<Digest>, VolumeError> {
         let gone: Option<(String,)> =
-            sqlx::query_as("DELETE FROM files WHERE path = ? RETURNING sha256")
+            sqlx::query_as("DELETE FROM files WHERE path = $1 RETURNING sha256")
                 .bind(path.as_str())
-                .fetch_optional(&self.pool)
+                .fetch_optional(self.db.pool())
                 .await?;
         Ok(gone.and_then(|(hex,)| Digest::parse(&hex).ok()))
-    }
-
-    /// How many files name the blob `digest`.
-    pub(crate) async fn references(&self, digest: &Digest) -> Result<u64, VolumeError> {
-        let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM files WHERE sha256 = ?")
-            .bind(digest.as_str())
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(u64::try_from(count).unwrap_or_default())
     }
 
     /// Every digest some file names.
     pub(crate) async fn referenced(&self) -> Result<HashSet<String>, VolumeError> {
         let rows: Vec<(String,)> = sqlx::query_as("SELECT DISTINCT sha256 FROM files")
-            .fetch_all(&self.pool)
+            .fetch_all(self.db.pool())
             .await?;
         Ok(rows.into_iter().map(|(hex,)| hex).collect())
     }
@@ -203,24 +189,21 @@ impl Index {
             Lower::Inclusive(bound) => (">=", bound),
             Lower::Exclusive(bound) => (">", bound),
         };
-        let upper_clause = if upper.is_some() { "AND path < ?" } else { "" };
+        let (upper_clause, limit_param) = if upper.is_some() {
+            ("AND path < $2", "$3")
+        } else {
+            ("", "$2")
+        };
         let sql = format!(
-            "SELECT {COLUMNS} FROM files WHERE path {op} ? {upper_clause} ORDER BY path LIMIT ?"
+            "SELECT {COLUMNS} FROM files WHERE path {op} $1 {upper_clause} \
+             ORDER BY path LIMIT {limit_param}"
         );
         let mut query = sqlx::query_as(&sql).bind(bound.as_str());
         if let Some(upper) = upper {
             query = query.bind(upper);
         }
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        Ok(query.bind(limit).fetch_all(&self.pool).await?)
-    }
-
-    pub(crate) fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-
-    pub(crate) async fn close(&self) {
-        self.pool.close().await;
+        Ok(query.bind(limit).fetch_all(self.db.pool()).await?)
     }
 }
 

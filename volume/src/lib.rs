@@ -1,38 +1,49 @@
-//! Host-side persistence for wasm-storage: content-addressed blob files on
-//! disk plus a metadata index in SQLite through `sqlx`.
+//! Host-side persistence for wasm-storage: content-addressed blobs (a local
+//! directory or an S3 bucket) plus a metadata database (SQLite or
+//! PostgreSQL) through `sqlx`.
 //!
 //! Layout:
 //! - [`path`]: decoding and validating client paths and listing prefixes.
-//! - `blobs`: blob files: staged in a temp file as an upload's bytes arrive,
-//!   then fsync, rename, fsync of the directory; read back a chunk at a time.
-//! - `index`: the `files` table, migrations, paginated folder listings.
+//! - `db`: the database ([`DatabaseUrl`]), its two engines and migrations.
+//! - `blobs`: the blob stores ([`BlobUrl`]): an upload staged in a local
+//!   temp file as it arrives, then written to the store complete and
+//!   durable; read back a chunk at a time.
+//! - `index`: the `files` table and paginated folder listings.
+//! - `ledger`: the `blobs` table, which blobs are stored and which are being
+//!   removed: the lock that keeps reference counting safe across gateways.
 //! - [`samples`]: the estimator's memory samples ([`SampleStore`]), kept in
 //!   the same database.
 //!
-//! Ordering is what keeps a crash harmless: a blob is complete on disk before
-//! the row that names it commits, and a blob is removed only after the commit
-//! that dropped its last reference. So a crash at any point leaves at worst a
-//! temp file or an unreferenced blob, and [`Volume::open`] sweeps both.
-//! Identical content is stored once: a blob's reference count is the number
-//! of rows naming its digest.
+//! Ordering is what keeps a crash harmless: a blob is complete in its store
+//! before the row that names it commits, and a blob is removed only after
+//! the commit that marked it `deleting`, which no file named. So a crash at
+//! any point leaves at worst a temp file, an unreferenced blob or an
+//! unfinished removal, and [`Volume::collect_garbage`] (at open, then
+//! periodically) finishes all three. Identical content is stored once: a
+//! blob's reference count is the number of rows naming its digest.
 
 pub mod path;
 pub mod samples;
 
 mod blobs;
+mod db;
 mod index;
+mod ledger;
 
+use std::collections::HashSet;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-use tokio::sync::Mutex;
 
 use crate::blobs::BlobStore;
-pub use crate::blobs::{BlobReader, StagedBlob};
+pub use crate::blobs::{BlobReader, BlobUrl, S3Settings, StagedBlob};
+use crate::db::Database;
+pub use crate::db::DatabaseUrl;
 use crate::index::Index;
+use crate::ledger::BlobState;
 pub use crate::path::{FilePath, PathError, Prefix};
 pub use crate::samples::{ProcessSample, SampleStore};
 
@@ -120,10 +131,14 @@ pub enum VolumeError {
         #[source]
         source: io::Error,
     },
-    #[error("blob {0} is named by the index but missing on disk")]
+    #[error("blob {0} is named by the index but missing from the blob store")]
     MissingBlob(String),
+    #[error("blob {0} is still being removed; try again")]
+    Busy(String),
     #[error("metadata index: {0}")]
     Database(sqlx::Error),
+    #[error("blob store: {0}")]
+    ObjectStore(#[from] object_store::Error),
     #[error("metadata index migrations: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
@@ -141,11 +156,19 @@ impl VolumeError {
 impl From<sqlx::Error> for VolumeError {
     fn from(error: sqlx::Error) -> Self {
         const SQLITE_FULL: i64 = 13;
-        let full = error
-            .as_database_error()
-            .and_then(|db| db.code())
-            .and_then(|code| code.parse::<i64>().ok())
-            .is_some_and(|code| code & 0xff == SQLITE_FULL);
+        const POSTGRES_DISK_FULL: &str = "53100";
+        let full = error.as_database_error().is_some_and(|db| {
+            let code = db.code();
+            if db
+                .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                .is_some()
+            {
+                code.is_some_and(|code| code == POSTGRES_DISK_FULL)
+            } else {
+                code.and_then(|code| code.parse::<i64>().ok())
+                    .is_some_and(|code| code & 0xff == SQLITE_FULL)
+            }
+        });
         if full {
             Self::NoSpace
         } else {
@@ -154,107 +177,208 @@ impl From<sqlx::Error> for VolumeError {
     }
 }
 
-/// What the sweep at start found and removed.
+/// What a garbage collection (or the sweep at open) found and removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SweepReport {
-    /// Temp files of writes that never finished.
+    /// Temp files of writes that never finished (at open only).
     pub temp_files_removed: usize,
-    /// Blobs no file names any more.
+    /// Blobs no file names any more: unrecorded ones older than the grace
+    /// period, stored ones whose removal never ran, removals left unfinished.
     pub orphan_blobs_removed: usize,
     /// Files whose blob is missing (logged; they read as an error).
     pub files_missing_blobs: usize,
 }
 
-/// Serialises the steps that create or remove one blob, so that "does the
-/// blob exist / is it still referenced" never races with its removal.
-/// Striped: unrelated digests rarely share a lock.
-#[derive(Debug)]
-struct DigestLocks {
-    stripes: Vec<Mutex<()>>,
+/// How long a blob the ledger does not know is left alone, by default: an
+/// upload on some gateway may have written it and be about to record it.
+pub const DEFAULT_ORPHAN_GRACE: Duration = Duration::from_secs(10 * 60);
+
+/// How long a write waits for another gateway's removal of the same content
+/// to finish before it gives up with [`VolumeError::Busy`].
+const REMOVAL_WAIT: Duration = Duration::from_secs(30);
+
+/// Where a volume keeps what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeConfig {
+    /// This process's working directory: uploads are staged in its `tmp/`
+    /// (always local). By default it also holds the index and the blobs.
+    pub data_dir: PathBuf,
+    pub database: DatabaseUrl,
+    pub blobs: BlobUrl,
+    /// For an S3 blob store: settings over the `AWS_*` environment.
+    pub s3: S3Settings,
+    /// Blobs in the store that the ledger does not know are collected once
+    /// they are this old (see [`DEFAULT_ORPHAN_GRACE`]).
+    pub orphan_grace: Duration,
 }
 
-impl DigestLocks {
-    const STRIPES: usize = 64;
-
-    fn new() -> Self {
+impl VolumeConfig {
+    /// The embedded defaults: `index.sqlite` and `blobs/` in `data_dir`.
+    pub fn in_data_dir(data_dir: &Path) -> Self {
         Self {
-            stripes: (0..Self::STRIPES).map(|_| Mutex::new(())).collect(),
+            data_dir: data_dir.to_path_buf(),
+            database: DatabaseUrl::in_data_dir(data_dir),
+            blobs: BlobUrl::Local(data_dir.join("blobs")),
+            s3: S3Settings::default(),
+            orphan_grace: DEFAULT_ORPHAN_GRACE,
         }
     }
-
-    async fn lock(&self, digest: &Digest) -> tokio::sync::MutexGuard<'_, ()> {
-        let stripe = usize::from_str_radix(&digest.as_str()[..2], 16).unwrap_or_default();
-        self.stripes[stripe % Self::STRIPES].lock().await
-    }
 }
 
-/// The store: blobs on disk under a data directory, metadata in SQLite.
+/// The store: blobs in a blob store, metadata in a database. Several
+/// processes may open the same database and blob store at once (each with
+/// its own data directory); the ledger keeps them consistent.
 #[derive(Debug)]
 pub struct Volume {
     blobs: BlobStore,
     index: Index,
-    locks: DigestLocks,
+    tmp: PathBuf,
+    orphan_grace: Duration,
 }
 
 impl Volume {
-    /// Open (creating if needed) the store in `data_dir`: run migrations, then
-    /// sweep what an interrupted run left behind.
-    pub async fn open(data_dir: &Path) -> Result<(Self, SweepReport), VolumeError> {
-        std::fs::create_dir_all(data_dir)
+    /// Open (creating if needed) the store: run migrations, clear this
+    /// process's temp files, then collect what an interrupted run left.
+    pub async fn open(config: &VolumeConfig) -> Result<(Self, SweepReport), VolumeError> {
+        let tmp = config.data_dir.join("tmp");
+        std::fs::create_dir_all(&tmp)
             .map_err(|e| VolumeError::io("creating the data directory", e))?;
-        let blobs = BlobStore::open(data_dir)?;
-        let index = Index::open(&data_dir.join("index.sqlite")).await?;
+        let blobs = BlobStore::open(&config.blobs, &config.s3)?;
+        let index = Index::new(Database::open(&config.database).await?);
         let volume = Self {
             blobs,
             index,
-            locks: DigestLocks::new(),
+            tmp,
+            orphan_grace: config.orphan_grace,
         };
-        let report = volume.sweep().await?;
+        let temp_files_removed = blobs::clear_temp(&volume.tmp).await?;
+        let report = SweepReport {
+            temp_files_removed,
+            ..volume.collect_garbage().await?
+        };
         Ok((volume, report))
     }
 
-    /// Where the blob with this digest lives on disk.
-    pub fn blob_path(&self, digest: &Digest) -> PathBuf {
-        self.blobs.path_of(digest)
+    fn db(&self) -> &Database {
+        self.index.db()
     }
 
     /// A temp file to stage an upload's bytes in as they arrive; hand it to
     /// [`Volume::put`] once they are all there.
     pub async fn stage(&self) -> Result<StagedBlob, VolumeError> {
-        self.blobs.stage().await
+        StagedBlob::create(&self.tmp).await
     }
 
     /// Store the `staged` bytes, whose SHA-256 is `digest`, at `path`. With
     /// `overwrite` false an existing path is refused with `AlreadyExists`.
+    ///
+    /// The blob is written unless the ledger has it stored; then, in one
+    /// transaction holding the blob's ledger row (claimed by inserting it if
+    /// there was none), the blob is recorded as stored (checked present if
+    /// this call wrote it, since a removal may have run meanwhile) and the
+    /// file row committed.
     pub async fn put(
         &self,
         path: &FilePath,
-        staged: StagedBlob,
+        mut staged: StagedBlob,
         digest: &Digest,
         content_type: &str,
         overwrite: bool,
     ) -> Result<FileMeta, VolumeError> {
-        let size = staged.len();
-        let committed = {
-            let _blob = self.locks.lock(digest).await;
-            self.blobs.commit(digest, staged).await?;
-            self.index
-                .upsert(path, size, digest, content_type, overwrite, now_ms())
-                .await
-        };
-        match committed {
-            Ok(replaced) => {
-                if let Some(previous) = replaced.previous.filter(|previous| previous != digest) {
-                    self.release(&previous).await;
-                }
-                Ok(replaced.meta)
-            }
-            Err(error) => {
-                // The blob may have been written for nothing.
-                self.release(digest).await;
-                Err(error)
-            }
+        if !overwrite && self.index.get(path).await?.is_some() {
+            return Err(VolumeError::AlreadyExists(path.to_string()));
         }
+        let size = staged.len();
+        let mut written = false;
+        let mut waited = Duration::ZERO;
+        loop {
+            match ledger::peek(self.db(), digest).await? {
+                Some(BlobState::Deleting { .. }) => {
+                    waited += self.wait_for_removal(digest, waited).await?;
+                    continue;
+                }
+                None if !written => {
+                    self.blobs.write(digest, &mut staged).await?;
+                    written = true;
+                }
+                _ => {}
+            }
+            let mut tx = self.db().begin_write().await?;
+            match ledger::lock(self.db(), &mut tx, digest).await? {
+                Some(BlobState::Stored) => {}
+                // A removal began, or finished and took the blob: look again.
+                Some(BlobState::Deleting { .. }) => {
+                    tx.rollback().await?;
+                    continue;
+                }
+                None if !written => {
+                    tx.rollback().await?;
+                    continue;
+                }
+                None => {
+                    // Claim the row first. Until this transaction ends no
+                    // removal can start (a release needs a committed
+                    // `stored` row, an orphan removal this very key), and
+                    // one that finished before the claim finished deleting
+                    // first: so the blob found now stays.
+                    if !ledger::insert(&mut tx, digest, "stored", now_ms()).await? {
+                        tx.rollback().await?;
+                        continue;
+                    }
+                    if !self.blobs.exists(digest).await? {
+                        tx.rollback().await?;
+                        written = false;
+                        continue;
+                    }
+                }
+            }
+            let upserted = self
+                .index
+                .upsert(
+                    &mut tx,
+                    path,
+                    size,
+                    digest,
+                    content_type,
+                    overwrite,
+                    now_ms(),
+                )
+                .await;
+            return match upserted {
+                Ok(replaced) => {
+                    tx.commit().await?;
+                    if let Some(previous) = replaced.previous.filter(|previous| previous != digest)
+                    {
+                        self.release_logged(&previous).await;
+                    }
+                    Ok(replaced.meta)
+                }
+                Err(error @ VolumeError::AlreadyExists(_)) => {
+                    // Keep the blob recorded, then let it go: nothing names it.
+                    tx.commit().await?;
+                    self.release_logged(digest).await;
+                    Err(error)
+                }
+                // Rolled back; a blob this call wrote is an orphan the next
+                // collection removes.
+                Err(error) => Err(error),
+            };
+        }
+    }
+
+    /// Sleep a little while another process removes blob `digest`; fails
+    /// with `Busy` once [`REMOVAL_WAIT`] has passed. Returns the time slept.
+    async fn wait_for_removal(
+        &self,
+        digest: &Digest,
+        waited: Duration,
+    ) -> Result<Duration, VolumeError> {
+        if waited >= REMOVAL_WAIT {
+            return Err(VolumeError::Busy(digest.to_string()));
+        }
+        let pause = (Duration::from_millis(5) + waited / 2).min(Duration::from_millis(500));
+        tokio::time::sleep(pause).await;
+        Ok(pause)
     }
 
     pub async fn stat(&self, path: &FilePath) -> Result<FileMeta, VolumeError> {
@@ -268,24 +392,17 @@ impl Volume {
     /// a time.
     pub async fn read(&self, path: &FilePath) -> Result<(FileMeta, BlobReader), VolumeError> {
         // A concurrent replace may remove the blob between reading the row
-        // and reading the file; the row read again then names the new blob.
+        // and opening the blob; the row read again then names the new blob.
         const ATTEMPTS: usize = 3;
         let mut attempt = 0;
         loop {
             attempt += 1;
             let meta = self.stat(path).await?;
             let digest = Digest::parse(&meta.sha256)?;
-            match self.blobs.open_blob(&digest).await {
-                Ok(file) => {
-                    let size = meta.size;
-                    return Ok((meta, BlobReader::new(file, size)));
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    if attempt == ATTEMPTS {
-                        return Err(VolumeError::MissingBlob(meta.sha256));
-                    }
-                }
-                Err(e) => return Err(VolumeError::io("reading a blob", e)),
+            match self.blobs.open_blob(&digest, meta.size).await? {
+                Some(reader) => return Ok((meta, reader)),
+                None if attempt == ATTEMPTS => return Err(VolumeError::MissingBlob(meta.sha256)),
+                None => {}
             }
         }
     }
@@ -296,7 +413,7 @@ impl Volume {
             .delete(path)
             .await?
             .ok_or_else(|| VolumeError::NotFound(path.to_string()))?;
-        self.release(&digest).await;
+        self.release_logged(&digest).await;
         Ok(())
     }
 
@@ -310,58 +427,110 @@ impl Volume {
         self.index.list(prefix, after, limit).await
     }
 
-    /// Remove blob `digest` if no file names it any more. A failure only
-    /// leaves an orphan for the next sweep, so it is logged, not returned:
-    /// the change that dropped the reference has committed already.
-    async fn release(&self, digest: &Digest) {
-        let _blob = self.locks.lock(digest).await;
-        let outcome = match self.index.references(digest).await {
-            Ok(0) => self.blobs.remove(digest).await,
-            Ok(_) => Ok(()),
-            Err(error) => Err(error),
-        };
-        if let Err(error) = outcome {
-            tracing::warn!(%digest, %error, "could not remove an unreferenced blob; the next sweep will");
+    /// Whether blob `digest` is in the blob store.
+    pub async fn blob_exists(&self, digest: &Digest) -> Result<bool, VolumeError> {
+        self.blobs.exists(digest).await
+    }
+
+    /// [`Volume::release`], with a failure logged rather than returned: the
+    /// change that dropped the reference has committed already, and the
+    /// next collection finishes the removal.
+    async fn release_logged(&self, digest: &Digest) {
+        if let Err(error) = self.release(digest).await {
+            tracing::warn!(%digest, %error, "could not remove an unreferenced blob; the next collection will");
         }
     }
 
-    /// Remove temp files and unreferenced blobs; count files whose blob is gone.
-    pub async fn sweep(&self) -> Result<SweepReport, VolumeError> {
-        let temp_files_removed = self.blobs.clear_temp().await?;
-        let mut referenced = self.index.referenced().await?;
-        let mut orphan_blobs_removed = 0;
-        for digest in self.blobs.all().await? {
-            if !referenced.remove(digest.as_str()) {
-                let _blob = self.locks.lock(&digest).await;
-                if self.index.references(&digest).await? == 0 {
-                    self.blobs.remove(&digest).await?;
-                    orphan_blobs_removed += 1;
-                }
+    /// Remove blob `digest` if it is stored and no file names it; returns
+    /// whether it did.
+    async fn release(&self, digest: &Digest) -> Result<bool, VolumeError> {
+        let mut tx = self.db().begin_write().await?;
+        if ledger::lock(self.db(), &mut tx, digest).await? != Some(BlobState::Stored)
+            || ledger::references(&mut tx, digest).await? > 0
+        {
+            return Ok(false);
+        }
+        ledger::mark_deleting(&mut tx, digest, now_ms()).await?;
+        tx.commit().await?;
+        self.finish_removal(digest).await?;
+        Ok(true)
+    }
+
+    /// Remove blob `digest`, marked `deleting`, and then its ledger row.
+    async fn finish_removal(&self, digest: &Digest) -> Result<(), VolumeError> {
+        self.blobs.remove(digest).await?;
+        ledger::forget(self.db(), digest).await
+    }
+
+    /// Remove a blob the ledger does not know, unless it is recorded
+    /// meanwhile; returns whether it did.
+    async fn remove_unrecorded(&self, digest: &Digest) -> Result<bool, VolumeError> {
+        let mut tx = self.db().begin_write().await?;
+        if !ledger::insert(&mut tx, digest, "deleting", now_ms()).await? {
+            return Ok(false);
+        }
+        tx.commit().await?;
+        self.finish_removal(digest).await?;
+        Ok(true)
+    }
+
+    /// Collect garbage: finish removals a stopped process began (marked
+    /// longer ago than the grace period), remove stored blobs no file
+    /// names, and blobs the ledger does not know that are older than the
+    /// grace period; count (and log) files whose blob is missing. Safe to
+    /// run on every gateway at once.
+    pub async fn collect_garbage(&self) -> Result<SweepReport, VolumeError> {
+        let grace_ms = i64::try_from(self.orphan_grace.as_millis()).unwrap_or(i64::MAX);
+        let mut removed = 0;
+        for digest in ledger::stale_deletions(self.db(), now_ms().saturating_sub(grace_ms)).await? {
+            self.finish_removal(&digest).await?;
+            removed += 1;
+        }
+        for digest in ledger::unreferenced(self.db()).await? {
+            removed += usize::from(self.release(&digest).await?);
+        }
+        let known: HashSet<String> = ledger::all(self.db()).await?.into_iter().collect();
+        let listed = self.blobs.list().await?;
+        let old_enough = SystemTime::now()
+            .checked_sub(self.orphan_grace)
+            .unwrap_or(UNIX_EPOCH);
+        for blob in &listed {
+            if !known.contains(blob.digest.as_str()) && blob.modified <= old_enough {
+                removed += usize::from(self.remove_unrecorded(&blob.digest).await?);
             }
         }
-        // What is left is named by some file but has no blob on disk.
-        for missing in &referenced {
-            tracing::error!(sha256 = %missing, "a file's blob is missing from disk");
+        let present: HashSet<&str> = listed.iter().map(|blob| blob.digest.as_str()).collect();
+        let mut files_missing_blobs = 0;
+        for named in self.index.referenced().await? {
+            if present.contains(named.as_str()) {
+                continue;
+            }
+            // Perhaps written after the listing: look once more.
+            let digest = Digest::parse(&named)?;
+            if !self.blobs.exists(&digest).await? {
+                tracing::error!(sha256 = %named, "a file's blob is missing from the blob store");
+                files_missing_blobs += 1;
+            }
         }
         let report = SweepReport {
-            temp_files_removed,
-            orphan_blobs_removed,
-            files_missing_blobs: referenced.len(),
+            temp_files_removed: 0,
+            orphan_blobs_removed: removed,
+            files_missing_blobs,
         };
         if report != SweepReport::default() {
-            tracing::info!(?report, "swept the data directory");
+            tracing::info!(?report, "collected garbage");
         }
         Ok(report)
     }
 
     /// The estimator's samples, kept in the same database.
     pub fn samples(&self) -> SampleStore<'_> {
-        SampleStore::new(&self.index)
+        SampleStore::new(self.db())
     }
 
-    /// Close the index's connections (waits for in-flight queries).
+    /// Close the database's connections (waits for in-flight queries).
     pub async fn close(&self) {
-        self.index.close().await;
+        self.db().close().await;
     }
 }
 

@@ -1,4 +1,5 @@
-//! The estimator's evidence in the metadata database, so it survives a
+//! The estimator's evidence in the metadata database (SQLite or PostgreSQL,
+//! wherever the files' metadata is), so it survives a
 //! restart and can be exported: each instance's memory
 //! ([`estimator::Sample`], stored as it is) and the process's at every
 //! sampling round. [`SampleStore`] is their one home.
@@ -7,7 +8,7 @@ use estimator::Sample;
 use serde::Serialize;
 
 use crate::VolumeError;
-use crate::index::Index;
+use crate::db::Database;
 
 /// The whole process's memory at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -28,12 +29,12 @@ fn from_sql(value: i64) -> u64 {
 /// The samples, kept in the metadata database beside the files.
 #[derive(Debug, Clone, Copy)]
 pub struct SampleStore<'a> {
-    index: &'a Index,
+    db: &'a Database,
 }
 
 impl<'a> SampleStore<'a> {
-    pub(crate) fn new(index: &'a Index) -> Self {
-        Self { index }
+    pub(crate) fn new(db: &'a Database) -> Self {
+        Self { db }
     }
 
     /// Store one sampling round in one transaction.
@@ -42,10 +43,10 @@ impl<'a> SampleStore<'a> {
         instances: &[Sample],
         process: &ProcessSample,
     ) -> Result<(), VolumeError> {
-        let mut tx = self.index.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.db.begin_write().await?;
         for sample in instances {
             sqlx::query(
-                "INSERT INTO memory_samples (timestamp_ms, instance, bytes) VALUES (?, ?, ?)",
+                "INSERT INTO memory_samples (timestamp_ms, instance, bytes) VALUES ($1, $2, $3)",
             )
             .bind(sample.timestamp_ms)
             .bind(to_sql(sample.instance))
@@ -53,7 +54,7 @@ impl<'a> SampleStore<'a> {
             .execute(&mut *tx)
             .await?;
         }
-        sqlx::query("INSERT INTO process_samples (timestamp_ms, rss_bytes, private_dirty_bytes) VALUES (?, ?, ?)")
+        sqlx::query("INSERT INTO process_samples (timestamp_ms, rss_bytes, private_dirty_bytes) VALUES ($1, $2, $3)")
             .bind(process.timestamp_ms)
             .bind(to_sql(process.rss_bytes))
             .bind(to_sql(process.private_dirty_bytes))
@@ -67,11 +68,11 @@ impl<'a> SampleStore<'a> {
     pub async fn memory(&self, from_ms: i64, to_ms: i64) -> Result<Vec<Sample>, VolumeError> {
         let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
             "SELECT timestamp_ms, instance, bytes FROM memory_samples
-             WHERE timestamp_ms BETWEEN ? AND ? ORDER BY timestamp_ms, instance",
+             WHERE timestamp_ms BETWEEN $1 AND $2 ORDER BY timestamp_ms, instance",
         )
         .bind(from_ms)
         .bind(to_ms)
-        .fetch_all(self.index.pool())
+        .fetch_all(self.db.pool())
         .await?;
         Ok(rows
             .into_iter()
@@ -91,11 +92,11 @@ impl<'a> SampleStore<'a> {
     ) -> Result<Vec<ProcessSample>, VolumeError> {
         let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
             "SELECT timestamp_ms, rss_bytes, private_dirty_bytes FROM process_samples
-             WHERE timestamp_ms BETWEEN ? AND ? ORDER BY timestamp_ms",
+             WHERE timestamp_ms BETWEEN $1 AND $2 ORDER BY timestamp_ms",
         )
         .bind(from_ms)
         .bind(to_ms)
-        .fetch_all(self.index.pool())
+        .fetch_all(self.db.pool())
         .await?;
         Ok(rows
             .into_iter()
@@ -111,7 +112,7 @@ impl<'a> SampleStore<'a> {
     /// its instances above it, so two runs' samples never share an id.
     pub async fn last_instance(&self) -> Result<Option<u64>, VolumeError> {
         let last: Option<i64> = sqlx::query_scalar("SELECT MAX(instance) FROM memory_samples")
-            .fetch_one(self.index.pool())
+            .fetch_one(self.db.pool())
             .await?;
         Ok(last.map(from_sql))
     }
@@ -120,9 +121,9 @@ impl<'a> SampleStore<'a> {
     pub async fn prune(&self, before_ms: i64) -> Result<u64, VolumeError> {
         let mut removed = 0;
         for table in ["memory_samples", "process_samples"] {
-            removed += sqlx::query(&format!("DELETE FROM {table} WHERE timestamp_ms < ?"))
+            removed += sqlx::query(&format!("DELETE FROM {table} WHERE timestamp_ms < $1"))
                 .bind(before_ms)
-                .execute(self.index.pool())
+                .execute(self.db.pool())
                 .await?
                 .rows_affected();
         }

@@ -1,8 +1,15 @@
-//! Volume tests against a real SQLite file and real blob files in a temp dir.
+//! The volume's suite, run against both backends: a real SQLite file with
+//! blob files in a temp dir (a test each), and a real PostgreSQL server
+//! with SeaweedFS's S3 (every case in one test, `postgres_s3_suite`, which
+//! starts both servers once and gives each case its own database and key
+//! prefix).
 
 #![allow(clippy::unwrap_used)]
 
 use sha2::{Digest as _, Sha256};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
 
@@ -14,11 +21,63 @@ fn path(p: &str) -> FilePath {
     FilePath::parse(p).unwrap()
 }
 
-async fn open() -> (tempfile::TempDir, Volume) {
-    let dir = tempfile::tempdir().unwrap();
-    let (volume, report) = Volume::open(dir.path()).await.unwrap();
-    assert_eq!(report, SweepReport::default());
-    (dir, volume)
+/// Which backend a case runs on.
+enum Backend {
+    SqliteLocal,
+    PostgresS3(Box<Servers>),
+}
+
+/// PostgreSQL and SeaweedFS, started once for the `postgres_s3` suite and
+/// stopped (by PID) when it ends.
+struct Servers {
+    postgres: testsupport::Postgres,
+    seaweed: testsupport::Seaweed,
+}
+
+static CASES: AtomicUsize = AtomicUsize::new(0);
+
+impl Backend {
+    /// Where a fresh, empty volume lives, with no grace period: the cases
+    /// leave nothing in flight when they collect.
+    fn config(&self, dir: &std::path::Path) -> VolumeConfig {
+        let mut config = VolumeConfig::in_data_dir(dir);
+        config.orphan_grace = Duration::ZERO;
+        if let Self::PostgresS3(servers) = self {
+            let name = format!("case{}", CASES.fetch_add(1, Ordering::Relaxed));
+            let url = servers.postgres.create_database(&name).unwrap();
+            config.database = url.parse().unwrap();
+            config.blobs = BlobUrl::S3 {
+                bucket: servers.seaweed.bucket().to_owned(),
+                prefix: name,
+            };
+            config.s3 = S3Settings {
+                endpoint: Some(servers.seaweed.endpoint()),
+                region: Some(servers.seaweed.region().to_owned()),
+                access_key_id: Some(servers.seaweed.access_key().to_owned()),
+                secret_access_key: Some(servers.seaweed.secret_key().to_owned()),
+                allow_http: Some(true),
+            };
+        }
+        config
+    }
+
+    /// A fresh volume, its data directory and its configuration.
+    async fn open_with_config(&self) -> (tempfile::TempDir, Volume, VolumeConfig) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = self.config(dir.path());
+        let (volume, report) = Volume::open(&config).await.unwrap();
+        assert_eq!(report, SweepReport::default());
+        (dir, volume, config)
+    }
+
+    async fn open(&self) -> (tempfile::TempDir, Volume) {
+        let (dir, volume, _) = self.open_with_config().await;
+        (dir, volume)
+    }
+}
+
+async fn exists(volume: &Volume, digest: &Digest) -> bool {
+    volume.blob_exists(digest).await.unwrap()
 }
 
 async fn staged(volume: &Volume, content: &[u8]) -> StagedBlob {
@@ -47,9 +106,8 @@ fn temp_files(dir: &tempfile::TempDir) -> usize {
     std::fs::read_dir(dir.path().join("tmp")).unwrap().count()
 }
 
-#[tokio::test]
-async fn put_read_stat_delete() {
-    let (_dir, volume) = open().await;
+async fn put_read_stat_delete(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
     let meta = put(&volume, "a/b.txt", b"hello").await.unwrap();
     assert_eq!(meta.size, 5);
     assert_eq!(meta.sha256, digest_of(b"hello").as_str());
@@ -71,24 +129,22 @@ async fn put_read_stat_delete() {
         volume.delete(&path("a/b.txt")).await,
         Err(VolumeError::NotFound(_))
     ));
-    assert!(!volume.blob_path(&digest_of(b"hello")).exists());
+    assert!(!exists(&volume, &digest_of(b"hello")).await);
 }
 
-#[tokio::test]
-async fn replace_keeps_created_and_frees_the_old_blob() {
-    let (_dir, volume) = open().await;
+async fn replace_keeps_created_and_frees_the_old_blob(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
     let first = put(&volume, "f", b"one").await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     let second = put(&volume, "f", b"two").await.unwrap();
     assert_eq!(second.created_ms, first.created_ms);
     assert!(second.modified_ms > first.modified_ms);
-    assert!(!volume.blob_path(&digest_of(b"one")).exists());
-    assert!(volume.blob_path(&digest_of(b"two")).exists());
+    assert!(!exists(&volume, &digest_of(b"one")).await);
+    assert!(exists(&volume, &digest_of(b"two")).await);
 }
 
-#[tokio::test]
-async fn create_only_refuses_an_existing_path() {
-    let (_dir, volume) = open().await;
+async fn create_only_refuses_an_existing_path(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
     put(&volume, "f", b"one").await.unwrap();
     let refused = volume
         .put(
@@ -101,43 +157,38 @@ async fn create_only_refuses_an_existing_path() {
         .await;
     assert!(matches!(refused, Err(VolumeError::AlreadyExists(_))));
     // Nothing of the refused write is left behind.
-    assert!(!volume.blob_path(&digest_of(b"new")).exists());
+    assert!(!exists(&volume, &digest_of(b"new")).await);
     assert_eq!(temp_files(&_dir), 0);
     assert_eq!(read(&volume, "f").await.unwrap().1, b"one");
 }
 
-#[tokio::test]
-async fn identical_content_is_stored_once() {
-    let (_dir, volume) = open().await;
+async fn identical_content_is_stored_once(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
     put(&volume, "x", b"same").await.unwrap();
     put(&volume, "y/z", b"same").await.unwrap();
-    let blob = volume.blob_path(&digest_of(b"same"));
-    assert!(blob.exists());
+    let blob = digest_of(b"same");
+    assert!(exists(&volume, &blob).await);
     volume.delete(&path("x")).await.unwrap();
-    assert!(blob.exists());
+    assert!(exists(&volume, &blob).await);
     assert_eq!(read(&volume, "y/z").await.unwrap().1, b"same");
     volume.delete(&path("y/z")).await.unwrap();
-    assert!(!blob.exists());
+    assert!(!exists(&volume, &blob).await);
 }
 
-#[tokio::test]
-async fn sweep_removes_leftovers_of_a_crash() {
-    let dir = tempfile::tempdir().unwrap();
+async fn sweep_removes_leftovers_of_a_crash(backend: &Backend) {
+    let (dir, volume, config) = backend.open_with_config().await;
     let orphan = digest_of(b"orphan");
-    {
-        let (volume, _) = Volume::open(dir.path()).await.unwrap();
-        put(&volume, "kept", b"kept").await.unwrap();
-        // A crash between the blob write and the commit leaves an orphan blob
-        // and possibly a temp file.
-        volume
-            .blobs
-            .commit(&orphan, staged(&volume, b"orphan").await)
-            .await
-            .unwrap();
-        std::fs::write(dir.path().join("tmp/upload-interrupted"), b"partial").unwrap();
-        volume.close().await;
-    }
-    let (volume, report) = Volume::open(dir.path()).await.unwrap();
+    put(&volume, "kept", b"kept").await.unwrap();
+    // A crash between the blob write and the commit leaves an orphan blob
+    // and possibly a temp file.
+    let mut leftover = staged(&volume, b"orphan").await;
+    volume.blobs.write(&orphan, &mut leftover).await.unwrap();
+    drop(leftover);
+    std::fs::write(dir.path().join("tmp/upload-interrupted"), b"partial").unwrap();
+    volume.close().await;
+    drop(volume);
+
+    let (volume, report) = Volume::open(&config).await.unwrap();
     assert_eq!(
         report,
         SweepReport {
@@ -146,26 +197,27 @@ async fn sweep_removes_leftovers_of_a_crash() {
             files_missing_blobs: 0
         }
     );
-    assert!(!volume.blob_path(&orphan).exists());
+    assert!(!exists(&volume, &orphan).await);
     assert_eq!(read(&volume, "kept").await.unwrap().1, b"kept");
 }
 
-#[tokio::test]
-async fn a_missing_blob_is_reported_not_hidden() {
-    let (_dir, volume) = open().await;
+async fn a_missing_blob_is_reported_not_hidden(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
     put(&volume, "f", b"content").await.unwrap();
-    std::fs::remove_file(volume.blob_path(&digest_of(b"content"))).unwrap();
+    volume.blobs.remove(&digest_of(b"content")).await.unwrap();
     assert!(matches!(
         read(&volume, "f").await,
         Err(VolumeError::MissingBlob(_))
     ));
-    assert_eq!(volume.sweep().await.unwrap().files_missing_blobs, 1);
+    assert_eq!(
+        volume.collect_garbage().await.unwrap().files_missing_blobs,
+        1
+    );
 }
 
-#[tokio::test]
-async fn concurrent_writers_of_one_content_never_lose_the_blob() {
-    let (_dir, volume) = open().await;
-    let volume = std::sync::Arc::new(volume);
+async fn concurrent_writers_of_one_content_never_lose_the_blob(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let volume = Arc::new(volume);
     let mut tasks = Vec::new();
     for round in 0..8 {
         let volume = volume.clone();
@@ -189,9 +241,8 @@ async fn concurrent_writers_of_one_content_never_lose_the_blob() {
     }
 }
 
-#[tokio::test]
-async fn listing_collapses_folders_and_pages() {
-    let (_dir, volume) = open().await;
+async fn listing_collapses_folders_and_pages(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
     for p in [
         "a.txt", "b/1", "b/2", "b/c/3", "b0", "c/x", "d.txt", "e/f/g",
     ] {
@@ -239,9 +290,8 @@ async fn listing_collapses_folders_and_pages() {
     assert!(empty.entries.is_empty());
 }
 
-#[tokio::test]
-async fn samples_are_kept_until_pruned() {
-    let (_dir, volume) = open().await;
+async fn samples_are_kept_until_pruned(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
     assert_eq!(volume.samples().last_instance().await.unwrap(), None);
     let round = |t: i64| {
         let instances = [
@@ -292,9 +342,8 @@ async fn samples_are_kept_until_pruned() {
     );
 }
 
-#[tokio::test]
-async fn a_staged_blob_dropped_unfinished_leaves_nothing() {
-    let (dir, volume) = open().await;
+async fn a_staged_blob_dropped_unfinished_leaves_nothing(backend: &Backend) {
+    let (dir, volume) = backend.open().await;
     let mut staged = volume.stage().await.unwrap();
     staged.write(b"half an upload").await.unwrap();
     assert_eq!(temp_files(&dir), 1);
@@ -303,9 +352,8 @@ async fn a_staged_blob_dropped_unfinished_leaves_nothing() {
     assert!(read(&volume, "anything").await.is_err());
 }
 
-#[tokio::test]
-async fn reads_come_in_chunks_and_stop_at_the_recorded_size() {
-    let (_dir, volume) = open().await;
+async fn reads_come_in_chunks_and_stop_at_the_recorded_size(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
     let content: Vec<u8> = (0..=255).cycle().take(10_000).collect();
     put(&volume, "big", &content).await.unwrap();
     let (meta, mut reader) = volume.read(&path("big")).await.unwrap();
@@ -323,3 +371,165 @@ async fn reads_come_in_chunks_and_stop_at_the_recorded_size() {
     assert_eq!(sizes, [4096, 4096, 1808]);
     assert_eq!(all, content);
 }
+
+/// Two volumes on one database and one blob store, as two gateways: one
+/// keeps deleting the last reference to a content while the other keeps
+/// uploading the same content under other paths. Every row must always
+/// name a blob that is there.
+async fn two_gateways_racing_on_one_content_never_lose_a_blob(backend: &Backend) {
+    let (_dir_a, a, config) = backend.open_with_config().await;
+    let dir_b = tempfile::tempdir().unwrap();
+    let config_b = VolumeConfig {
+        data_dir: dir_b.path().to_path_buf(),
+        ..config
+    };
+    let (b, _) = Volume::open(&config_b).await.unwrap();
+    let (a, b) = (Arc::new(a), Arc::new(b));
+    let contents: [&[u8]; 2] = [b"raced content one", b"raced content two"];
+    let mut tasks = Vec::new();
+    for (side, volume) in [a.clone(), b.clone(), a.clone(), b.clone()]
+        .into_iter()
+        .enumerate()
+    {
+        tasks.push(tokio::spawn(async move {
+            // One path each: the last reference to a content goes away (on
+            // one volume) as often as it comes back (on the other).
+            let mine = format!("side{side}");
+            for round in 0..60 {
+                let content = contents[round % 2];
+                put(&volume, &mine, content).await.unwrap();
+                let (meta, read_back) = read(&volume, &mine)
+                    .await
+                    .unwrap_or_else(|e| panic!("{mine}, round {round}: {e:?}"));
+                assert_eq!(read_back, content);
+                assert_eq!(meta.sha256, digest_of(content).as_str());
+                volume.delete(&path(&mine)).await.unwrap();
+            }
+            put(&volume, &mine, contents[side % 2]).await.unwrap();
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for volume in [&a, &b] {
+        let report = volume.collect_garbage().await.unwrap();
+        assert_eq!(report.files_missing_blobs, 0);
+    }
+    for side in 0..4 {
+        let (_, content) = read(&b, &format!("side{side}")).await.unwrap();
+        assert_eq!(content, contents[side % 2]);
+    }
+    // Nothing unreferenced is left once both have collected.
+    for content in contents {
+        let digest = digest_of(content);
+        let named = a.index.referenced().await.unwrap();
+        assert_eq!(named.contains(digest.as_str()), exists(&a, &digest).await);
+    }
+}
+
+/// A removal marked in the ledger whose process stopped before removing
+/// the blob is finished by the next collection, and an upload of the same
+/// content waits for it rather than naming a blob about to go.
+async fn an_unfinished_removal_is_finished_then_written_again(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let digest = digest_of(b"interrupted");
+    put(&volume, "f", b"interrupted").await.unwrap();
+    // Drop the row and mark the blob as a stopped remover would have.
+    volume.index.delete(&path("f")).await.unwrap();
+    let mut tx = volume.db().begin_write().await.unwrap();
+    ledger::mark_deleting(&mut tx, &digest, 0).await.unwrap();
+    tx.commit().await.unwrap();
+    assert!(exists(&volume, &digest).await);
+
+    let report = volume.collect_garbage().await.unwrap();
+    assert_eq!(report.orphan_blobs_removed, 1);
+    assert!(!exists(&volume, &digest).await);
+    put(&volume, "g", b"interrupted").await.unwrap();
+    assert_eq!(read(&volume, "g").await.unwrap().1, b"interrupted");
+    assert!(exists(&volume, &digest).await);
+}
+
+/// A blob the ledger does not know is left alone within the grace period
+/// (an upload elsewhere may be about to record it).
+async fn a_young_unrecorded_blob_is_left_alone(backend: &Backend) {
+    let (_dir, volume, config) = backend.open_with_config().await;
+    let patient = Volume {
+        orphan_grace: Duration::from_secs(3600),
+        ..Volume::open(&config).await.unwrap().0
+    };
+    let digest = digest_of(b"in flight");
+    let mut bytes = staged(&volume, b"in flight").await;
+    volume.blobs.write(&digest, &mut bytes).await.unwrap();
+    assert_eq!(
+        patient
+            .collect_garbage()
+            .await
+            .unwrap()
+            .orphan_blobs_removed,
+        0
+    );
+    assert!(exists(&volume, &digest).await);
+    assert_eq!(
+        volume.collect_garbage().await.unwrap().orphan_blobs_removed,
+        1
+    );
+    assert!(!exists(&volume, &digest).await);
+}
+
+/// Larger than one request to an object store: sent in parts.
+async fn a_blob_larger_than_one_part_round_trips(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let content: Vec<u8> = (0..(19 << 20) + 3).map(|i| (i % 251) as u8).collect();
+    put(&volume, "large", &content).await.unwrap();
+    let (meta, read_back) = read(&volume, "large").await.unwrap();
+    assert_eq!(meta.size, content.len() as u64);
+    assert!(read_back == content, "the large blob came back different");
+    volume.delete(&path("large")).await.unwrap();
+    assert!(!exists(&volume, &digest_of(&content)).await);
+}
+
+macro_rules! suite {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite_local {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(&super::Backend::SqliteLocal).await;
+                }
+            )*
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn postgres_s3_suite() {
+            let servers = tokio::task::spawn_blocking(|| Servers {
+                postgres: testsupport::Postgres::start().unwrap(),
+                seaweed: testsupport::Seaweed::start("volume-suite").unwrap(),
+            })
+            .await
+            .unwrap();
+            let backend = Backend::PostgresS3(Box::new(servers));
+            $(
+                eprintln!("postgres + s3: {}", stringify!($case));
+                $case(&backend).await;
+            )*
+        }
+    };
+}
+
+suite!(
+    put_read_stat_delete,
+    replace_keeps_created_and_frees_the_old_blob,
+    create_only_refuses_an_existing_path,
+    identical_content_is_stored_once,
+    sweep_removes_leftovers_of_a_crash,
+    a_missing_blob_is_reported_not_hidden,
+    concurrent_writers_of_one_content_never_lose_the_blob,
+    listing_collapses_folders_and_pages,
+    samples_are_kept_until_pruned,
+    a_staged_blob_dropped_unfinished_leaves_nothing,
+    reads_come_in_chunks_and_stop_at_the_recorded_size,
+    two_gateways_racing_on_one_content_never_lose_a_blob,
+    an_unfinished_removal_is_finished_then_written_again,
+    a_young_unrecorded_blob_is_left_alone,
+    a_blob_larger_than_one_part_round_trips,
+);

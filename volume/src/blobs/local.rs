@@ -1,0 +1,132 @@
+//! Blobs as files under a local directory: `<root>/<first two hex
+//! digits>/<sha256>`. A blob is linked into place from its fsynced temp file
+//! and the directory fsynced, so a blob file that exists is complete and
+//! durable, and a link that finds the name taken finds the same content.
+
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::blobs::{BlobReader, ListedBlob, StagedBlob};
+use crate::{Digest, VolumeError};
+
+#[derive(Debug, Clone)]
+pub(crate) struct LocalBlobs {
+    root: PathBuf,
+}
+
+impl LocalBlobs {
+    pub(crate) fn open(root: &Path) -> Result<Self, VolumeError> {
+        fs::create_dir_all(root).map_err(|e| VolumeError::io("creating the blob directory", e))?;
+        Ok(Self {
+            root: root.to_path_buf(),
+        })
+    }
+
+    pub(crate) fn path_of(&self, digest: &Digest) -> PathBuf {
+        let hex = digest.as_str();
+        self.root.join(&hex[..2]).join(hex)
+    }
+
+    pub(crate) async fn write(
+        &self,
+        digest: &Digest,
+        staged: &mut StagedBlob,
+    ) -> Result<(), VolumeError> {
+        let target = self.path_of(digest);
+        if tokio::fs::try_exists(&target).await.unwrap_or(false) {
+            return Ok(());
+        }
+        staged.sync().await?;
+        let source = staged.path().to_path_buf();
+        let root = self.root.clone();
+        blocking(move || {
+            let fan_out = target.parent().unwrap_or(&root);
+            if !fan_out.exists() {
+                fs::create_dir_all(fan_out)
+                    .map_err(|e| VolumeError::io("creating a blob directory", e))?;
+                sync_dir(&root)?;
+            }
+            // A second name for the staged file: atomic, and it refuses to
+            // replace a blob that is already there (the same content).
+            match fs::hard_link(&source, &target) {
+                Ok(()) => sync_dir(fan_out),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+                Err(e) => Err(VolumeError::io("linking a blob into place", e)),
+            }
+        })
+        .await
+    }
+
+    pub(crate) async fn exists(&self, digest: &Digest) -> Result<bool, VolumeError> {
+        tokio::fs::try_exists(self.path_of(digest))
+            .await
+            .map_err(|e| VolumeError::io("looking for a blob", e))
+    }
+
+    pub(crate) async fn open_blob(
+        &self,
+        digest: &Digest,
+        size: u64,
+    ) -> Result<Option<BlobReader>, VolumeError> {
+        match tokio::fs::File::open(self.path_of(digest)).await {
+            Ok(file) => Ok(Some(BlobReader::file(file, size))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(VolumeError::io("reading a blob", e)),
+        }
+    }
+
+    pub(crate) async fn remove(&self, digest: &Digest) -> Result<(), VolumeError> {
+        match tokio::fs::remove_file(self.path_of(digest)).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(VolumeError::io("removing a blob", e)),
+        }
+    }
+
+    pub(crate) async fn list(&self) -> Result<Vec<ListedBlob>, VolumeError> {
+        let root = self.root.clone();
+        blocking(move || {
+            let mut found = Vec::new();
+            let listing_error = |e| VolumeError::io("listing blobs", e);
+            for fan_out in fs::read_dir(&root).map_err(listing_error)? {
+                let fan_out = fan_out.map_err(listing_error)?;
+                if !fan_out.file_type().map_err(listing_error)?.is_dir() {
+                    continue;
+                }
+                for blob in fs::read_dir(fan_out.path()).map_err(listing_error)? {
+                    let blob = blob.map_err(listing_error)?;
+                    let Some(digest) = blob
+                        .file_name()
+                        .to_str()
+                        .and_then(|name| Digest::parse(name).ok())
+                    else {
+                        continue;
+                    };
+                    let modified = blob
+                        .metadata()
+                        .and_then(|meta| meta.modified())
+                        .unwrap_or(SystemTime::UNIX_EPOCH);
+                    found.push(ListedBlob { digest, modified });
+                }
+            }
+            Ok(found)
+        })
+        .await
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), VolumeError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| VolumeError::io("syncing a directory", e))
+}
+
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, VolumeError> + Send + 'static,
+) -> Result<T, VolumeError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| VolumeError::io("blob I/O task", io::Error::other(e)))?
+}

@@ -1,0 +1,220 @@
+//! Where blob bytes live: content-addressed, each blob written once and
+//! complete before anything names it. Two stores behind one type:
+//!
+//! - [`local`]: files under the data directory (the embedded default),
+//!   written to a temp file, fsynced, linked into place, the directory
+//!   fsynced: durable when the call returns.
+//! - [`object`]: an S3-compatible object store through Apache
+//!   `object_store` (a single conditional `PutObject` for small blobs, a
+//!   streamed multipart upload for large ones).
+//!
+//! Either way an upload's bytes are first staged in a local temp file as
+//! they arrive ([`StagedBlob`]), since the digest that names the blob is
+//! only known at the end.
+
+mod local;
+mod object;
+mod reader;
+mod staged;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::SystemTime;
+
+pub use self::reader::BlobReader;
+pub use self::staged::StagedBlob;
+pub(crate) use self::staged::clear_temp;
+use crate::{Digest, VolumeError};
+
+pub(crate) use self::local::LocalBlobs;
+pub(crate) use self::object::ObjectBlobs;
+
+/// Where blobs live: `--blob-store`.
+#[derive(Clone, PartialEq, Eq)]
+pub enum BlobUrl {
+    /// A local directory (the embedded default: `blobs/` in the data dir).
+    Local(PathBuf),
+    /// An S3 bucket, with an optional key prefix: `s3://BUCKET[/PREFIX]`.
+    /// Endpoint and credentials come from the standard `AWS_*` variables.
+    S3 { bucket: String, prefix: String },
+}
+
+impl FromStr for BlobUrl {
+    type Err = String;
+
+    /// `s3://BUCKET[/PREFIX]`, or a local directory (a path or `file://PATH`).
+    fn from_str(url: &str) -> Result<Self, Self::Err> {
+        if let Some(rest) = url.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(format!("{url:?} names no bucket: use s3://BUCKET[/PREFIX]"));
+            }
+            Ok(Self::S3 {
+                bucket: bucket.to_owned(),
+                prefix: prefix.trim_matches('/').to_owned(),
+            })
+        } else if url.contains("://") && !url.starts_with("file://") {
+            Err(format!(
+                "{url:?} is not a blob store: use s3://BUCKET[/PREFIX] or a directory"
+            ))
+        } else {
+            let path = url.strip_prefix("file://").unwrap_or(url);
+            if path.is_empty() {
+                return Err("the blob store needs a directory".into());
+            }
+            Ok(Self::Local(PathBuf::from(path)))
+        }
+    }
+}
+
+impl fmt::Display for BlobUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Local(dir) => write!(f, "{}", dir.display()),
+            Self::S3 { bucket, prefix } if prefix.is_empty() => write!(f, "s3://{bucket}"),
+            Self::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
+        }
+    }
+}
+
+impl fmt::Debug for BlobUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+/// Settings of an S3 store that take precedence over the standard `AWS_*`
+/// environment variables, which are read otherwise (`AWS_ENDPOINT_URL`,
+/// `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+/// `AWS_ALLOW_HTTP`, and the rest `object_store` knows).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct S3Settings {
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub allow_http: Option<bool>,
+}
+
+/// Shown without the secret.
+impl fmt::Debug for S3Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Settings")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id)
+            .field(
+                "secret_access_key",
+                &self.secret_access_key.as_ref().map(|_| "***"),
+            )
+            .field("allow_http", &self.allow_http)
+            .finish()
+    }
+}
+
+/// A blob as a listing of the store sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ListedBlob {
+    pub(crate) digest: Digest,
+    pub(crate) modified: SystemTime,
+}
+
+#[derive(Debug)]
+pub(crate) enum BlobStore {
+    Local(LocalBlobs),
+    Object(ObjectBlobs),
+}
+
+impl BlobStore {
+    pub(crate) fn open(url: &BlobUrl, s3: &S3Settings) -> Result<Self, VolumeError> {
+        Ok(match url {
+            BlobUrl::Local(dir) => Self::Local(LocalBlobs::open(dir)?),
+            BlobUrl::S3 { bucket, prefix } => Self::Object(ObjectBlobs::s3(bucket, prefix, s3)?),
+        })
+    }
+
+    /// Make `staged` the blob `digest`. Idempotent: the same content may be
+    /// written again (by a retry or by another gateway) and stays complete.
+    /// The blob is complete and durable when this returns.
+    pub(crate) async fn write(
+        &self,
+        digest: &Digest,
+        staged: &mut StagedBlob,
+    ) -> Result<(), VolumeError> {
+        match self {
+            Self::Local(local) => local.write(digest, staged).await,
+            Self::Object(object) => object.write(digest, staged).await,
+        }
+    }
+
+    /// Whether blob `digest` is there (complete: blobs appear atomically).
+    pub(crate) async fn exists(&self, digest: &Digest) -> Result<bool, VolumeError> {
+        match self {
+            Self::Local(local) => local.exists(digest).await,
+            Self::Object(object) => object.exists(digest).await,
+        }
+    }
+
+    /// Blob `digest`, of `size` bytes, opened for reading; `None` if absent.
+    pub(crate) async fn open_blob(
+        &self,
+        digest: &Digest,
+        size: u64,
+    ) -> Result<Option<BlobReader>, VolumeError> {
+        match self {
+            Self::Local(local) => local.open_blob(digest, size).await,
+            Self::Object(object) => object.open_blob(digest, size).await,
+        }
+    }
+
+    /// Remove blob `digest`; a blob already gone is not an error.
+    pub(crate) async fn remove(&self, digest: &Digest) -> Result<(), VolumeError> {
+        match self {
+            Self::Local(local) => local.remove(digest).await,
+            Self::Object(object) => object.remove(digest).await,
+        }
+    }
+
+    /// Every blob in the store. Entries not named like a blob are ignored
+    /// (and left alone).
+    pub(crate) async fn list(&self) -> Result<Vec<ListedBlob>, VolumeError> {
+        match self {
+            Self::Local(local) => local.list().await,
+            Self::Object(object) => object.list().await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_select_the_store() {
+        assert_eq!(
+            "s3://bucket".parse::<BlobUrl>(),
+            Ok(BlobUrl::S3 {
+                bucket: "bucket".into(),
+                prefix: String::new()
+            })
+        );
+        assert_eq!(
+            "s3://bucket/a/b/".parse::<BlobUrl>(),
+            Ok(BlobUrl::S3 {
+                bucket: "bucket".into(),
+                prefix: "a/b".into()
+            })
+        );
+        assert_eq!(
+            "/srv/blobs".parse::<BlobUrl>(),
+            Ok(BlobUrl::Local("/srv/blobs".into()))
+        );
+        assert_eq!(
+            "file:///srv/blobs".parse::<BlobUrl>(),
+            Ok(BlobUrl::Local("/srv/blobs".into()))
+        );
+        assert!("s3://".parse::<BlobUrl>().is_err());
+        assert!("gs://bucket".parse::<BlobUrl>().is_err());
+    }
+}

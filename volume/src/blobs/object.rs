@@ -1,0 +1,188 @@
+//! Blobs in an S3-compatible object store through Apache `object_store`:
+//! the key is `[PREFIX/]<first two hex digits>/<sha256>`. A blob up to
+//! [`SINGLE_PUT_MAX`] goes up in one `PutObject` with `If-None-Match: *`
+//! (a blob already there is the same content); a larger one in a multipart
+//! upload streamed from the staged file a part at a time, which the store
+//! makes visible only when complete.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use futures_util::TryStreamExt as _;
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
+use tokio::io::AsyncReadExt as _;
+
+use crate::blobs::{BlobReader, ListedBlob, S3Settings, StagedBlob};
+use crate::{Digest, VolumeError};
+
+/// Largest blob sent in a single request; larger ones go in parts of this
+/// size, so an upload holds at most one part in host memory.
+const SINGLE_PUT_MAX: usize = 8 << 20;
+
+#[derive(Debug)]
+pub(crate) struct ObjectBlobs {
+    store: Arc<dyn ObjectStore>,
+    prefix: String,
+}
+
+impl ObjectBlobs {
+    /// The bucket named by `--blob-store s3://BUCKET[/PREFIX]`; endpoint,
+    /// region and credentials from the standard `AWS_*` variables
+    /// (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+    /// `AWS_REGION`, `AWS_ALLOW_HTTP`).
+    pub(crate) fn s3(
+        bucket: &str,
+        prefix: &str,
+        settings: &S3Settings,
+    ) -> Result<Self, VolumeError> {
+        let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+        let from_env = |name| std::env::var(name).ok();
+        if let Some(endpoint) = settings
+            .endpoint
+            .clone()
+            .or_else(|| from_env("AWS_ENDPOINT_URL"))
+        {
+            builder = builder.with_endpoint(endpoint);
+        }
+        if let Some(region) = settings.region.clone().or_else(|| from_env("AWS_REGION")) {
+            builder = builder.with_region(region);
+        }
+        if let Some(key) = &settings.access_key_id {
+            builder = builder.with_access_key_id(key);
+        }
+        if let Some(secret) = &settings.secret_access_key {
+            builder = builder.with_secret_access_key(secret);
+        }
+        if let Some(allow) = settings.allow_http {
+            builder = builder.with_allow_http(allow);
+        }
+        let store = builder.build()?;
+        Ok(Self {
+            store: Arc::new(store),
+            prefix: prefix.to_owned(),
+        })
+    }
+
+    fn key(&self, digest: &Digest) -> ObjectPath {
+        let hex = digest.as_str();
+        if self.prefix.is_empty() {
+            ObjectPath::from(format!("{}/{hex}", &hex[..2]))
+        } else {
+            ObjectPath::from(format!("{}/{}/{hex}", self.prefix, &hex[..2]))
+        }
+    }
+
+    pub(crate) async fn write(
+        &self,
+        digest: &Digest,
+        staged: &mut StagedBlob,
+    ) -> Result<(), VolumeError> {
+        staged.sync().await?;
+        let key = self.key(digest);
+        let mut file = tokio::fs::File::open(staged.path())
+            .await
+            .map_err(|e| VolumeError::io("reading a staged blob", e))?;
+        let len = usize::try_from(staged.len()).unwrap_or(usize::MAX);
+        if len <= SINGLE_PUT_MAX {
+            let mut bytes = Vec::with_capacity(len);
+            file.read_to_end(&mut bytes)
+                .await
+                .map_err(|e| VolumeError::io("reading a staged blob", e))?;
+            let create = PutOptions {
+                mode: PutMode::Create,
+                ..PutOptions::default()
+            };
+            return match self.store.put_opts(&key, bytes.into(), create).await {
+                Ok(_) => Ok(()),
+                // Taken: by the same content, since the key is its digest.
+                Err(
+                    object_store::Error::AlreadyExists { .. }
+                    | object_store::Error::Precondition { .. },
+                ) => Ok(()),
+                Err(error) => Err(error.into()),
+            };
+        }
+        let mut upload = self.store.put_multipart(&key).await?;
+        let sent = async {
+            let mut part = vec![0; SINGLE_PUT_MAX];
+            loop {
+                let filled = fill(&mut file, &mut part).await?;
+                if filled == 0 {
+                    break;
+                }
+                let payload = PutPayload::from(part[..filled].to_vec());
+                upload.put_part(payload).await?;
+            }
+            upload.complete().await?;
+            Ok::<(), VolumeError>(())
+        }
+        .await;
+        if let Err(error) = sent {
+            if let Err(abort) = upload.abort().await {
+                tracing::warn!(%abort, "could not abort a multipart upload");
+            }
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn exists(&self, digest: &Digest) -> Result<bool, VolumeError> {
+        match self.store.head(&self.key(digest)).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    pub(crate) async fn open_blob(
+        &self,
+        digest: &Digest,
+        size: u64,
+    ) -> Result<Option<BlobReader>, VolumeError> {
+        match self.store.get(&self.key(digest)).await {
+            Ok(found) => Ok(Some(BlobReader::stream(found.into_stream(), size))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    pub(crate) async fn remove(&self, digest: &Digest) -> Result<(), VolumeError> {
+        match self.store.delete(&self.key(digest)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    pub(crate) async fn list(&self) -> Result<Vec<ListedBlob>, VolumeError> {
+        let prefix = (!self.prefix.is_empty()).then(|| ObjectPath::from(self.prefix.as_str()));
+        let objects: Vec<_> = self.store.list(prefix.as_ref()).try_collect().await?;
+        Ok(objects
+            .into_iter()
+            .filter_map(|object| {
+                let digest = Digest::parse(object.location.filename()?).ok()?;
+                Some(ListedBlob {
+                    digest,
+                    modified: SystemTime::from(object.last_modified),
+                })
+            })
+            .collect())
+    }
+}
+
+/// Read until `buffer` is full or the file ends; returns the bytes read.
+async fn fill(file: &mut tokio::fs::File, buffer: &mut [u8]) -> Result<usize, VolumeError> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        let n = file
+            .read(&mut buffer[filled..])
+            .await
+            .map_err(|e| VolumeError::io("reading a staged blob", e))?;
+        if n == 0 {
+            break;
+        }
+        filled += n;
+    }
+    Ok(filled)
+}

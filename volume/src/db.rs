@@ -1,0 +1,200 @@
+//! The metadata database: SQLite (the embedded default) or PostgreSQL, one
+//! `sqlx::AnyPool` in front of both. Queries are written once, with `$N`
+//! placeholders both engines accept; the few places where the engines differ
+//! (how a writer takes its locks, the migrations) are named here.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{Any, AnyPool, Executor as _, Transaction};
+
+use crate::VolumeError;
+
+/// Where the metadata lives: `--database-url`.
+#[derive(Clone, PartialEq, Eq)]
+pub enum DatabaseUrl {
+    /// A SQLite file (the embedded default: `index.sqlite` in the data dir).
+    Sqlite(PathBuf),
+    /// A PostgreSQL server: a `postgres://` or `postgresql://` URL.
+    Postgres(String),
+}
+
+impl DatabaseUrl {
+    /// The default: `index.sqlite` in `data_dir`.
+    pub fn in_data_dir(data_dir: &Path) -> Self {
+        Self::Sqlite(data_dir.join("index.sqlite"))
+    }
+}
+
+impl FromStr for DatabaseUrl {
+    type Err = String;
+
+    /// `postgres://…`, `postgresql://…`, `sqlite://PATH` or `sqlite:PATH`.
+    fn from_str(url: &str) -> Result<Self, Self::Err> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Self::Postgres(url.to_owned()))
+        } else if let Some(path) = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+        {
+            let path = path.split('?').next().unwrap_or_default();
+            if path.is_empty() {
+                return Err("a sqlite: URL needs a file path".into());
+            }
+            Ok(Self::Sqlite(PathBuf::from(path)))
+        } else {
+            Err(format!(
+                "{url:?} is not a database URL: use postgres://USER:PASSWORD@HOST:PORT/DB or sqlite://PATH"
+            ))
+        }
+    }
+}
+
+/// Shown without the password.
+impl fmt::Display for DatabaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Sqlite(path) => write!(f, "sqlite://{}", path.display()),
+            Self::Postgres(url) => match (url.find("://"), url.rfind('@')) {
+                (Some(scheme_end), Some(at)) if at > scheme_end => {
+                    let credentials = &url[scheme_end + 3..at];
+                    let user = credentials.split(':').next().unwrap_or_default();
+                    write!(f, "{}{user}:***{}", &url[..scheme_end + 3], &url[at..])
+                }
+                _ => f.write_str(url),
+            },
+        }
+    }
+}
+
+impl fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+/// Which engine a [`Database`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Database {
+    pool: AnyPool,
+    engine: Engine,
+}
+
+/// Characters a file path must not carry raw inside a `sqlite://` URL.
+const URL_UNSAFE: &AsciiSet = &CONTROLS.add(b' ').add(b'%').add(b'?').add(b'#');
+
+impl Database {
+    /// Connect and run the engine's migrations.
+    pub(crate) async fn open(url: &DatabaseUrl) -> Result<Self, VolumeError> {
+        sqlx::any::install_default_drivers();
+        let (engine, connect_url) = match url {
+            DatabaseUrl::Sqlite(path) => {
+                let path = path.to_string_lossy();
+                let encoded = utf8_percent_encode(&path, URL_UNSAFE);
+                (Engine::Sqlite, format!("sqlite://{encoded}?mode=rwc"))
+            }
+            DatabaseUrl::Postgres(url) => (Engine::Postgres, url.clone()),
+        };
+        let options = AnyConnectOptions::from_str(&connect_url)?;
+        let pool = AnyPoolOptions::new()
+            .max_connections(match engine {
+                Engine::Sqlite => 8,
+                Engine::Postgres => 16,
+            })
+            .acquire_timeout(Duration::from_secs(30))
+            .after_connect(move |connection, _| {
+                Box::pin(async move {
+                    if engine == Engine::Sqlite {
+                        // WAL: readers never wait for the writer. FULL: a
+                        // commit acknowledged to a client survives power loss.
+                        connection
+                            .execute(
+                                "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+                                 PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;",
+                            )
+                            .await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_with(options)
+            .await?;
+        match engine {
+            Engine::Sqlite => sqlx::migrate!("./migrations/sqlite").run(&pool).await?,
+            Engine::Postgres => sqlx::migrate!("./migrations/postgres").run(&pool).await?,
+        }
+        Ok(Self { pool, engine })
+    }
+
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// A transaction that will write. SQLite takes its one write lock at the
+    /// start (`BEGIN IMMEDIATE`), so a read-then-write transaction never
+    /// fails half-way on a lock upgrade; PostgreSQL locks rows as they are
+    /// read with [`Database::locking`].
+    pub(crate) async fn begin_write(&self) -> Result<Transaction<'static, Any>, VolumeError> {
+        Ok(match self.engine {
+            Engine::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Engine::Postgres => self.pool.begin().await?,
+        })
+    }
+
+    /// Appended to a `SELECT` in a write transaction: lock the rows read
+    /// until commit. SQLite needs nothing (its writers are serialised).
+    pub(crate) fn locking(&self) -> &'static str {
+        match self.engine {
+            Engine::Sqlite => "",
+            Engine::Postgres => " FOR UPDATE",
+        }
+    }
+
+    pub(crate) async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_select_the_engine() {
+        assert_eq!(
+            "postgres://u:p@127.0.0.1:5432/db".parse::<DatabaseUrl>(),
+            Ok(DatabaseUrl::Postgres(
+                "postgres://u:p@127.0.0.1:5432/db".into()
+            ))
+        );
+        assert_eq!(
+            "sqlite:///var/lib/x.sqlite".parse::<DatabaseUrl>(),
+            Ok(DatabaseUrl::Sqlite("/var/lib/x.sqlite".into()))
+        );
+        assert_eq!(
+            "sqlite:data/x.sqlite?mode=rwc".parse::<DatabaseUrl>(),
+            Ok(DatabaseUrl::Sqlite("data/x.sqlite".into()))
+        );
+        assert!("mysql://x".parse::<DatabaseUrl>().is_err());
+        assert!("sqlite://".parse::<DatabaseUrl>().is_err());
+    }
+
+    #[test]
+    fn the_password_is_never_shown() {
+        let url: DatabaseUrl = "postgres://alice:s3cret@db:5432/store"
+            .parse()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(url.to_string(), "postgres://alice:***@db:5432/store");
+        assert!(!format!("{url:?}").contains("s3cret"));
+    }
+}

@@ -1,0 +1,156 @@
+//! The blob ledger: the `blobs` table, one row per blob the store holds,
+//! `stored` or `deleting`. It is what makes reference counting safe across
+//! gateways: every transaction that makes a file row name a digest first
+//! locks that digest's ledger row and finds it `stored`, and a blob is
+//! removed only after a transaction that holds the same lock saw no file
+//! naming it and marked it `deleting`. So an upload on one gateway and the
+//! removal of the last reference on another serialise on one row, in
+//! PostgreSQL as in SQLite.
+
+use sqlx::{Any, Transaction};
+
+use crate::db::Database;
+use crate::{Digest, VolumeError};
+
+/// A ledger row's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BlobState {
+    /// Complete in the blob store; file rows may name it.
+    Stored,
+    /// Being removed since `since_ms`; nothing may name it until the row is
+    /// gone and the blob written again.
+    Deleting { since_ms: i64 },
+}
+
+impl BlobState {
+    fn from_row(state: &str, changed_ms: i64) -> Self {
+        match state {
+            "stored" => Self::Stored,
+            _ => Self::Deleting {
+                since_ms: changed_ms,
+            },
+        }
+    }
+}
+
+/// `digest`'s state without a lock (a hint: decide under [`lock`]).
+pub(crate) async fn peek(db: &Database, digest: &Digest) -> Result<Option<BlobState>, VolumeError> {
+    let row: Option<(String, i64)> =
+        sqlx::query_as("SELECT state, changed_ms FROM blobs WHERE sha256 = $1")
+            .bind(digest.as_str())
+            .fetch_optional(db.pool())
+            .await?;
+    Ok(row.map(|(state, changed)| BlobState::from_row(&state, changed)))
+}
+
+/// `digest`'s state, its row locked until `tx` ends.
+pub(crate) async fn lock(
+    db: &Database,
+    tx: &mut Transaction<'static, Any>,
+    digest: &Digest,
+) -> Result<Option<BlobState>, VolumeError> {
+    let sql = format!(
+        "SELECT state, changed_ms FROM blobs WHERE sha256 = $1{}",
+        db.locking()
+    );
+    let row: Option<(String, i64)> = sqlx::query_as(&sql)
+        .bind(digest.as_str())
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(row.map(|(state, changed)| BlobState::from_row(&state, changed)))
+}
+
+/// Record `digest` as stored; `false` if a row appeared meanwhile (another
+/// gateway's), in which case nothing changed.
+pub(crate) async fn insert(
+    tx: &mut Transaction<'static, Any>,
+    digest: &Digest,
+    state: &'static str,
+    now_ms: i64,
+) -> Result<bool, VolumeError> {
+    let inserted = sqlx::query(
+        "INSERT INTO blobs (sha256, state, changed_ms) VALUES ($1, $2, $3)
+         ON CONFLICT (sha256) DO NOTHING",
+    )
+    .bind(digest.as_str())
+    .bind(state)
+    .bind(now_ms)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok(inserted == 1)
+}
+
+/// Mark `digest` (locked, stored) as being removed.
+pub(crate) async fn mark_deleting(
+    tx: &mut Transaction<'static, Any>,
+    digest: &Digest,
+    now_ms: i64,
+) -> Result<(), VolumeError> {
+    sqlx::query("UPDATE blobs SET state = 'deleting', changed_ms = $2 WHERE sha256 = $1")
+        .bind(digest.as_str())
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Drop the row of a removed blob (only if it is still `deleting`).
+pub(crate) async fn forget(db: &Database, digest: &Digest) -> Result<(), VolumeError> {
+    sqlx::query("DELETE FROM blobs WHERE sha256 = $1 AND state = 'deleting'")
+        .bind(digest.as_str())
+        .execute(db.pool())
+        .await?;
+    Ok(())
+}
+
+/// How many files name `digest`, read inside `tx` (after [`lock`]).
+pub(crate) async fn references(
+    tx: &mut Transaction<'static, Any>,
+    digest: &Digest,
+) -> Result<u64, VolumeError> {
+    let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM files WHERE sha256 = $1")
+        .bind(digest.as_str())
+        .fetch_one(&mut **tx)
+        .await?;
+    Ok(u64::try_from(count).unwrap_or_default())
+}
+
+/// Every digest in the ledger, in either state.
+pub(crate) async fn all(db: &Database) -> Result<Vec<String>, VolumeError> {
+    let rows: Vec<(String,)> = sqlx::query_as("SELECT sha256 FROM blobs")
+        .fetch_all(db.pool())
+        .await?;
+    Ok(rows.into_iter().map(|(hex,)| hex).collect())
+}
+
+/// Stored blobs no file names (a crash came between a delete's commit and
+/// the blob's removal).
+pub(crate) async fn unreferenced(db: &Database) -> Result<Vec<Digest>, VolumeError> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT sha256 FROM blobs b WHERE state = 'stored'
+         AND NOT EXISTS (SELECT 1 FROM files f WHERE f.sha256 = b.sha256)",
+    )
+    .fetch_all(db.pool())
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(hex,)| Digest::parse(&hex).ok())
+        .collect())
+}
+
+/// Blobs marked `deleting` before `before_ms` (their remover stopped).
+pub(crate) async fn stale_deletions(
+    db: &Database,
+    before_ms: i64,
+) -> Result<Vec<Digest>, VolumeError> {
+    let rows: Vec<(String,)> =
+        sqlx::query_as("SELECT sha256 FROM blobs WHERE state = 'deleting' AND changed_ms < $1")
+            .bind(before_ms)
+            .fetch_all(db.pool())
+            .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(hex,)| Digest::parse(&hex).ok())
+        .collect())
+}
