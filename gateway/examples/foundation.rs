@@ -34,7 +34,7 @@ async fn main() -> anyhow::Result<()> {
 async fn lifecycle() -> anyhow::Result<()> {
     const ROUNDS: usize = 500;
     let dir = tempfile::tempdir()?;
-    let (volume, _) = volume::Volume::open(dir.path()).await?;
+    let (volume, _) = volume::Volume::open(&volume::VolumeConfig::in_data_dir(dir.path())).await?;
     let limits = RuntimeLimits {
         max_instances: 4,
         memory_cap: 256 * MIB as u64,

@@ -10,6 +10,8 @@ use std::time::Duration;
 use clap::Parser;
 use estimator::Warmup;
 
+use volume::{BlobUrl, DatabaseUrl, VolumeConfig};
+
 use crate::pool::Dispatch;
 use crate::recycler::{Method, Mode};
 
@@ -22,9 +24,34 @@ pub struct Config {
     #[arg(long, env = "WASM_STORAGE_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
 
-    /// Directory holding blobs, temp files and the SQLite index.
+    /// This gateway's directory: its temp files, and (by default) the
+    /// SQLite index and the blobs. Each gateway needs its own.
     #[arg(long, env = "WASM_STORAGE_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
+
+    /// Where the metadata lives: postgres://USER:PASSWORD@HOST:PORT/DB for
+    /// PostgreSQL (what several gateways share), or sqlite://PATH. Default:
+    /// index.sqlite in --data-dir.
+    #[arg(long, env = "WASM_STORAGE_DATABASE_URL")]
+    pub database_url: Option<DatabaseUrl>,
+
+    /// Where blobs live: s3://BUCKET[/PREFIX] for an S3-compatible store
+    /// (endpoint and credentials from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP), or a directory.
+    /// Default: blobs/ in --data-dir.
+    #[arg(long, env = "WASM_STORAGE_BLOB_STORE")]
+    pub blob_store: Option<BlobUrl>,
+
+    /// A blob in the store that no row records is collected once it is
+    /// this old (younger, an upload on some gateway may be about to record
+    /// it): orphans left by a crash go within this plus --gc-interval.
+    #[arg(long, env = "WASM_STORAGE_ORPHAN_GRACE", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub orphan_grace: Duration,
+
+    /// How often this gateway collects garbage: unreferenced blobs, orphans
+    /// past the grace period, removals a stopped gateway left unfinished.
+    #[arg(long, env = "WASM_STORAGE_GC_INTERVAL", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub gc_interval: Duration,
 
     /// Number of long-lived Wasm instances serving requests.
     #[arg(long, env = "WASM_STORAGE_INSTANCES", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
@@ -206,6 +233,19 @@ impl Config {
         config.data_dir = data_dir.into();
         config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
         config
+    }
+
+    /// Where the volume keeps what: the flags, else the data dir.
+    pub fn volume_config(&self) -> VolumeConfig {
+        let mut volume = VolumeConfig::in_data_dir(&self.data_dir);
+        if let Some(database) = &self.database_url {
+            volume.database = database.clone();
+        }
+        if let Some(blobs) = &self.blob_store {
+            volume.blobs = blobs.clone();
+        }
+        volume.orphan_grace = self.orphan_grace;
+        volume
     }
 
     /// The per-instance cap in force: the flag, or the default that

@@ -86,6 +86,7 @@ impl AppError {
             }
             HandlerError::Volume(VolumeError::NoSpace) => Self::NoSpace,
             HandlerError::Volume(VolumeError::InvalidPath(why)) => Self::BadRequest(why),
+            HandlerError::Volume(VolumeError::Busy(why)) => Self::Unavailable(why),
             HandlerError::Volume(VolumeError::Internal(detail)) => Self::Internal(detail),
             HandlerError::Body(BodyError::TooLarge(limit)) => Self::BodyTooLarge { limit },
             HandlerError::Body(BodyError::Aborted(why)) => {
@@ -104,6 +105,7 @@ impl AppError {
         match error {
             volume::VolumeError::NotFound(_) => Self::NotFound(path.to_owned()),
             volume::VolumeError::NoSpace => Self::NoSpace,
+            busy @ volume::VolumeError::Busy(_) => Self::Unavailable(busy.to_string()),
             other => Self::Internal(other.to_string()),
         }
     }

@@ -33,6 +33,7 @@ mod routes;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use axum::Router;
@@ -54,16 +55,30 @@ pub struct AppState {
     pub recycler: Arc<Recycler>,
     /// The recycler's task, awaited at shutdown before the volume closes.
     recycler_task: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
+    /// The garbage collector's task, stopped at shutdown.
+    collector_task: Arc<tokio::task::AbortHandle>,
     /// Largest accepted upload, in bytes.
     pub max_body: u64,
 }
 
 /// Open the volume, compile the guest and start the pool.
 pub async fn start(config: &Config) -> anyhow::Result<AppState> {
-    let (volume, sweep) = Volume::open(&config.data_dir)
-        .await
-        .with_context(|| format!("opening the data directory {}", config.data_dir.display()))?;
-    tracing::info!(data_dir = %config.data_dir.display(), ?sweep, "volume open");
+    let volume_config = config.volume_config();
+    let (volume, sweep) = Volume::open(&volume_config).await.with_context(|| {
+        format!(
+            "opening the volume (database {}, blobs {}, data dir {})",
+            volume_config.database,
+            volume_config.blobs,
+            config.data_dir.display()
+        )
+    })?;
+    tracing::info!(
+        database = %volume_config.database,
+        blobs = %volume_config.blobs,
+        data_dir = %config.data_dir.display(),
+        ?sweep,
+        "volume open"
+    );
     let volume = Arc::new(volume);
 
     let guest = match &config.guest {
@@ -139,11 +154,13 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
     )
     .map_err(anyhow::Error::msg)?;
     let recycler_task = tokio::spawn(recycler.clone().run());
+    let collector_task = tokio::spawn(collect_garbage(volume.clone(), config.gc_interval));
     Ok(AppState {
         pool,
         volume,
         recycler,
         recycler_task: Arc::new(std::sync::Mutex::new(Some(recycler_task))),
+        collector_task: Arc::new(collector_task.abort_handle()),
         max_body: config.max_body.0,
     })
 }
@@ -182,9 +199,24 @@ pub async fn serve(
     {
         tracing::error!(%error, "the recycler task failed");
     }
+    state.collector_task.abort();
     state.pool.close();
     state.volume.close().await;
     Ok(())
+}
+
+/// Collect the volume's garbage every `interval` (every gateway does; the
+/// volume's ledger makes that safe).
+async fn collect_garbage(volume: Arc<Volume>, interval: Duration) {
+    let mut ticks = tokio::time::interval(interval.max(Duration::from_millis(100)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        if let Err(error) = volume.collect_garbage().await {
+            tracing::warn!(%error, "garbage collection failed; trying again next interval");
+        }
+    }
 }
 
 /// Start everything from `config` and serve until Ctrl-C or SIGTERM.

@@ -385,6 +385,7 @@ fn to_wit_error(error: VolumeError) -> wit::VolumeError {
         VolumeError::AlreadyExists(_) => wit::VolumeError::AlreadyExists,
         VolumeError::NoSpace => wit::VolumeError::NoSpace,
         VolumeError::InvalidPath(e) => wit::VolumeError::InvalidPath(e.to_string()),
+        busy @ VolumeError::Busy(_) => wit::VolumeError::Busy(busy.to_string()),
         other => {
             // The detail stays in the log; the guest (and so the client)
             // sees only that the volume failed.

@@ -1,0 +1,317 @@
+//! Two gateway processes on one PostgreSQL and one SeaweedFS (real servers,
+//! started here on loopback ports and stopped by PID): 8 clients for 20 s
+//! doing PUT / GET / DELETE through both on a few paths with a few bodies,
+//! so that uploads and removals of the same content race across processes
+//! all the time; one gateway is killed with SIGKILL mid-run and restarted.
+//! Afterwards every path reads, through both, the last acknowledged
+//! version, every digest a row names is in the bucket, and the orphans the
+//! kill left are collected within the grace period.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use volume::{BlobUrl, S3Settings, Volume, VolumeConfig};
+
+const RUN: Duration = Duration::from_secs(20);
+const KILL_AT: Duration = Duration::from_secs(7);
+const DOWN_FOR: Duration = Duration::from_secs(2);
+const CLIENTS: usize = 8;
+const PATHS_PER_CLIENT: usize = 3;
+const GRACE: Duration = Duration::from_secs(2);
+const GC_INTERVAL: Duration = Duration::from_secs(1);
+const BUCKET: &str = "scale-out";
+
+/// A few bodies, shared by every client, so the same content is uploaded
+/// and released on both gateways at once.
+fn bodies() -> Vec<Vec<u8>> {
+    (0..4u8)
+        .map(|i| {
+            let len = [1, 4096, 70_000, 300_000][usize::from(i)];
+            (0..len)
+                .map(|j| (j as u8).wrapping_mul(31).wrapping_add(i))
+                .collect()
+        })
+        .collect()
+}
+
+/// A gateway child process.
+struct Gateway {
+    addr: SocketAddr,
+    data_dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Gateway {
+    fn spawn(addr: SocketAddr, database: &str, s3: &[(String, String)]) -> Self {
+        let mut gateway = Self {
+            addr,
+            data_dir: tempfile::tempdir().unwrap(),
+            child: None,
+        };
+        gateway.restart(database, s3);
+        gateway
+    }
+
+    /// (Re)start the process on the same address and data directory.
+    fn restart(&mut self, database: &str, s3: &[(String, String)]) {
+        self.kill();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.data_dir.path().join("gateway.log"))
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_gateway"))
+            .args(["--listen", &self.addr.to_string()])
+            .arg("--data-dir")
+            .arg(self.data_dir.path().join("data"))
+            .args(["--database-url", database])
+            .args(["--blob-store", &format!("s3://{BUCKET}/blobs")])
+            .args(["--instances", "4"])
+            .args(["--orphan-grace", &format!("{}s", GRACE.as_secs())])
+            .args(["--gc-interval", &format!("{}s", GC_INTERVAL.as_secs())])
+            .envs(s3.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env_remove("AWS_CA_BUNDLE")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+
+    /// Wait until it answers `/healthz`.
+    async fn wait_ready(&self, client: &reqwest::Client) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(answer) = client
+                .get(format!("http://{}/healthz", self.addr))
+                .send()
+                .await
+                && answer.status().is_success()
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gateway {} did not start:\n{}",
+                self.addr,
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.data_dir.path().join("gateway.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// What a path may hold: the body index of the last acknowledged PUT, or
+/// `None` after a DELETE; several candidates while a request's outcome is
+/// unknown (its gateway was killed under it).
+#[derive(Debug, Clone)]
+struct Expected(Vec<Option<usize>>);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_gateways_share_postgres_and_s3_through_a_crash() {
+    let (postgres, seaweed) = tokio::task::spawn_blocking(|| {
+        (
+            testsupport::Postgres::start().unwrap(),
+            testsupport::Seaweed::start(BUCKET).unwrap(),
+        )
+    })
+    .await
+    .unwrap();
+    let database = postgres.create_database("scale_out").unwrap();
+    let s3_env = seaweed.env();
+    let addrs: Vec<SocketAddr> = (0..2)
+        .map(|_| SocketAddr::from(([127, 0, 0, 1], testsupport::free_port())))
+        .collect();
+    let mut gateways: Vec<Gateway> = addrs
+        .iter()
+        .map(|addr| Gateway::spawn(*addr, &database, &s3_env))
+        .collect();
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    for gateway in &gateways {
+        gateway.wait_ready(&client).await;
+    }
+
+    let bodies = Arc::new(bodies());
+    let start = Instant::now();
+    let mut workers = Vec::new();
+    for id in 0..CLIENTS {
+        let (client, bodies, addrs) = (client.clone(), bodies.clone(), addrs.clone());
+        workers.push(tokio::spawn(async move {
+            let mut expected: HashMap<String, Expected> = (0..PATHS_PER_CLIENT)
+                .map(|p| (format!("c{id}/p{p}"), Expected(vec![None])))
+                .collect();
+            let mut counts = [0usize; 3];
+            while start.elapsed() < RUN {
+                let (path, op, body, gateway) = {
+                    let mut rng = rand::rng();
+                    (
+                        format!("c{id}/p{}", rng.random_range(0..PATHS_PER_CLIENT)),
+                        rng.random_range(0..3),
+                        rng.random_range(0..bodies.len()),
+                        addrs[rng.random_range(0..addrs.len())],
+                    )
+                };
+                let url = format!("http://{gateway}/files/{path}");
+                let state = expected.get_mut(&path).unwrap();
+                match op {
+                    0 => match client.put(&url).body(bodies[body].clone()).send().await {
+                        Ok(answer) if answer.status().is_success() => state.0 = vec![Some(body)],
+                        Ok(answer) => panic!("PUT {url}: {}", answer.status()),
+                        Err(error) if error.is_connect() => {}
+                        Err(_) => state.0.push(Some(body)),
+                    },
+                    1 => match client.get(&url).send().await {
+                        Ok(answer) => {
+                            let status = answer.status().as_u16();
+                            let Ok(got) = answer.bytes().await else {
+                                continue;
+                            };
+                            let seen = match status {
+                                200 => bodies.iter().position(|b| b[..] == got[..]).map(Some),
+                                404 => Some(None),
+                                other => panic!("GET {url}: {other}"),
+                            };
+                            let seen =
+                                seen.unwrap_or_else(|| panic!("GET {url}: a body no one uploaded"));
+                            assert!(
+                                state.0.contains(&seen),
+                                "GET {url}: {seen:?}, expected one of {:?}",
+                                state.0
+                            );
+                            state.0 = vec![seen];
+                        }
+                        Err(error) if error.is_connect() => {}
+                        Err(_) => {}
+                    },
+                    _ => match client.delete(&url).send().await {
+                        Ok(answer) if matches!(answer.status().as_u16(), 204 | 404) => {
+                            state.0 = vec![None]
+                        }
+                        Ok(answer) => panic!("DELETE {url}: {}", answer.status()),
+                        Err(error) if error.is_connect() => {}
+                        Err(_) => state.0.push(None),
+                    },
+                }
+                counts[op] += 1;
+            }
+            (expected, counts)
+        }));
+    }
+
+    // Kill one gateway mid-run, then bring it back on the same port.
+    tokio::time::sleep(KILL_AT).await;
+    gateways[0].kill();
+    tokio::time::sleep(DOWN_FOR).await;
+    gateways[0].restart(&database, &s3_env);
+    gateways[0].wait_ready(&client).await;
+
+    let mut expected = HashMap::new();
+    let mut totals = [0usize; 3];
+    for worker in workers {
+        let (mine, counts) = worker.await.unwrap();
+        expected.extend(mine);
+        for (total, count) in totals.iter_mut().zip(counts) {
+            *total += count;
+        }
+    }
+    eprintln!(
+        "requests: {} PUT, {} GET, {} DELETE",
+        totals[0], totals[1], totals[2]
+    );
+    assert!(
+        totals.iter().all(|&count| count > 100),
+        "too few requests: {totals:?}"
+    );
+
+    // Every path reads the last acknowledged version, the same through both.
+    for (path, state) in &expected {
+        let mut seen_by = Vec::new();
+        for addr in &addrs {
+            let answer = client
+                .get(format!("http://{addr}/files/{path}"))
+                .send()
+                .await
+                .unwrap();
+            let status = answer.status().as_u16();
+            let got = answer.bytes().await.unwrap();
+            seen_by.push(match status {
+                200 => Some(
+                    bodies
+                        .iter()
+                        .position(|b| b[..] == got[..])
+                        .expect("a known body"),
+                ),
+                404 => None,
+                other => panic!("GET {path}: {other}"),
+            });
+        }
+        assert_eq!(seen_by[0], seen_by[1], "{path}: the gateways disagree");
+        assert!(
+            state.0.contains(&seen_by[0]),
+            "{path}: {:?}, expected one of {:?}",
+            seen_by[0],
+            state.0
+        );
+    }
+
+    // Orphans (uploads the kill cut off) are gone within the grace period
+    // plus a collection interval; every digest a row names is in the bucket.
+    tokio::time::sleep(GRACE + GC_INTERVAL * 3).await;
+    let check_dir = tempfile::tempdir().unwrap();
+    let mut config = VolumeConfig::in_data_dir(check_dir.path());
+    config.database = database.parse().unwrap();
+    config.blobs = BlobUrl::S3 {
+        bucket: BUCKET.into(),
+        prefix: "blobs".into(),
+    };
+    config.s3 = S3Settings {
+        endpoint: Some(seaweed.endpoint()),
+        region: Some(seaweed.region().to_owned()),
+        access_key_id: Some(seaweed.access_key().to_owned()),
+        secret_access_key: Some(seaweed.secret_key().to_owned()),
+        allow_http: Some(true),
+    };
+    config.orphan_grace = GRACE;
+    let (checker, report) = Volume::open(&config).await.unwrap();
+    assert_eq!(
+        report.files_missing_blobs, 0,
+        "rows name blobs the bucket lacks"
+    );
+    assert_eq!(
+        report.orphan_blobs_removed, 0,
+        "the gateways left orphans past the grace period"
+    );
+    checker.close().await;
+
+    for gateway in &gateways {
+        let log = gateway.log();
+        assert!(!log.contains("panicked"), "a gateway panicked:\n{log}");
+    }
+}
