@@ -10,7 +10,7 @@ rm -rf /tmp/sat-data
 gw=$!
 sleep 1.5
 tick=$(getconf CLK_TCK)
-cpu() { awk -v tick="$tick" '{print ($14+$15)/tick}' /proc/$1/stat; }
+cpu() { awk -v tick="$tick" '{print ($14+$15)/tick}' /proc/"$1"/stat; }
 echo "| concurrency | req/s | MB/s | p50 ms | p99 ms | gateway CPU s | loadgen CPU s | run s |"
 echo "|---|---|---|---|---|---|---|---|"
 for c in 1 2 4 8 16 32; do
@@ -19,7 +19,7 @@ for c in 1 2 4 8 16 32; do
      --concurrency $c --duration 10s --prefix sat --json /tmp/sat-$c.json >/dev/null 2>/tmp/sat-$c.err &
   lg=$!
   l=0
-  while kill -0 $lg 2>/dev/null; do l=$(cpu $lg 2>/dev/null || echo $l); sleep 0.2; done
+  while kill -0 $lg 2>/dev/null; do l=$(cpu $lg 2>/dev/null || echo "$l"); sleep 0.2; done
   wait $lg
   g1=$(cpu $gw)
   python3 - "$c" "$g0" "$g1" "$l" <<'PY'

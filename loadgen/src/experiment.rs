@@ -399,6 +399,7 @@ fn read_spec(url: &str, plan: &Plan, dir: &Path, manifest: &Manifest, stop: Stop
         seed: plan.seed,
         assume_stored: true,
         drift: plan.drift,
+        fresh_bodies: false,
     }
 }
 

@@ -70,6 +70,10 @@ pub struct RunSpec {
     /// from the smallest to the largest as the run goes (needs
     /// `Stop::Requests`).
     pub drift: bool,
+    /// Uploads only: make every upload's body unlike any before (its first
+    /// 8 bytes are the request's number), so the store deduplicates none
+    /// and each one writes a new blob.
+    pub fresh_bodies: bool,
 }
 
 /// Latency percentiles in milliseconds.
@@ -113,6 +117,23 @@ struct Item {
 enum Body {
     Memory(bytes::Bytes),
     File(PathBuf),
+}
+
+impl Item {
+    /// This item with its first 8 bytes replaced by `number` (and its
+    /// digest recomputed): content no earlier request sent.
+    async fn with_fresh_body(&self, number: u64) -> anyhow::Result<Self> {
+        let mut body = self.body.load().await?.to_vec();
+        let stamp = number.to_le_bytes();
+        let len = stamp.len().min(body.len());
+        body[..len].copy_from_slice(&stamp[..len]);
+        Ok(Self {
+            path: self.path.clone(),
+            sha256: corpus::sha256_hex(&body),
+            size: self.size,
+            body: Body::Memory(body.into()),
+        })
+    }
 }
 
 impl Body {
@@ -206,7 +227,14 @@ pub async fn run(spec: &RunSpec, progress: bool) -> anyhow::Result<Summary> {
                 let begun = Instant::now();
                 let outcome = if upload {
                     let path = format!("{}/uploads/w{worker}/{}", spec.prefix, round % 8);
-                    upload_one(&http, &spec.base_url, &path, item).await
+                    if spec.fresh_bodies {
+                        match item.with_fresh_body(number).await {
+                            Ok(fresh) => upload_one(&http, &spec.base_url, &path, &fresh).await,
+                            Err(error) => Err(format!("reading the body: {error}")),
+                        }
+                    } else {
+                        upload_one(&http, &spec.base_url, &path, item).await
+                    }
                 } else {
                     download_one(&http, &spec.base_url, item).await
                 };

@@ -230,6 +230,10 @@ struct RunArgs {
     prefix: String,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Make every upload's content new (its first 8 bytes are the
+    /// request's number), so none is deduplicated and each writes a blob.
+    #[arg(long)]
+    fresh_bodies: bool,
     /// Also write the summary as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -420,6 +424,7 @@ async fn main() -> anyhow::Result<()> {
                 seed: args.seed,
                 assume_stored: false,
                 drift: false,
+                fresh_bodies: args.fresh_bodies,
             };
             let summary = load::run(&spec, true).await?;
             print_summary(&summary);

@@ -42,6 +42,7 @@ async fn mixed_normal_sizes_are_all_verified() {
         seed: 3,
         assume_stored: false,
         drift: false,
+        fresh_bodies: false,
     };
     let summary = load::run(&spec, false).await.unwrap();
     assert_eq!(summary.requests, 120);
@@ -81,6 +82,7 @@ async fn corpus_downloads_at_a_rate_and_a_wrong_digest_is_counted() {
         seed: 1,
         assume_stored: false,
         drift: false,
+        fresh_bodies: false,
     };
     let summary = load::run(&spec, false).await.unwrap();
     assert_eq!(summary.failed, 0, "{:?}", summary.errors);
@@ -107,4 +109,51 @@ async fn corpus_downloads_at_a_rate_and_a_wrong_digest_is_counted() {
     };
     let error = load::run(&spec, false).await.unwrap_err();
     assert!(error.to_string().contains("digest mismatch"), "{error}");
+}
+
+/// Blob files under a data directory.
+fn blobs(data_dir: &std::path::Path) -> usize {
+    std::fs::read_dir(data_dir.join("blobs"))
+        .unwrap()
+        .map(|fan_out| std::fs::read_dir(fan_out.unwrap().path()).unwrap().count())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fresh_bodies_make_every_upload_a_new_blob() {
+    let sizes = SizeDistribution {
+        mean: 4096.0,
+        stddev: 0.0,
+        min: 4096,
+        max: 4096,
+        shape: Shape::Normal,
+    };
+    // One worker cycles through 8 paths: 40 uploads of 2 bodies leave at
+    // most 2 blobs; with fresh bodies each path holds content of its own.
+    for (fresh, expected_blobs) in [(false, 1..=2), (true, 8..=8)] {
+        let data = tempfile::tempdir().unwrap();
+        let spec = RunSpec {
+            base_url: gateway(data.path()).await,
+            op: Op::Upload,
+            workload: Workload::Sizes {
+                sizes,
+                working_set: 2,
+            },
+            concurrency: 1,
+            rate: None,
+            stop: Stop::Requests(40),
+            prefix: "f".into(),
+            seed: 5,
+            assume_stored: false,
+            drift: false,
+            fresh_bodies: fresh,
+        };
+        let summary = load::run(&spec, false).await.unwrap();
+        assert_eq!(summary.failed, 0, "{:?}", summary.errors);
+        let stored = blobs(data.path());
+        assert!(
+            expected_blobs.contains(&stored),
+            "fresh bodies {fresh}: {stored} blobs"
+        );
+    }
 }
