@@ -133,10 +133,7 @@ pub(crate) async fn unreferenced(db: &Database) -> Result<Vec<Digest>, VolumeErr
     )
     .fetch_all(db.pool())
     .await?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|(hex,)| Digest::parse(&hex).ok())
-        .collect())
+    Ok(digests(rows))
 }
 
 /// Blobs marked `deleting` before `before_ms` (their remover stopped).
@@ -149,8 +146,12 @@ pub(crate) async fn stale_deletions(
             .bind(before_ms)
             .fetch_all(db.pool())
             .await?;
-    Ok(rows
-        .into_iter()
+    Ok(digests(rows))
+}
+
+/// The well-formed digests among `rows` (the table's CHECK admits no other).
+fn digests(rows: Vec<(String,)>) -> Vec<Digest> {
+    rows.into_iter()
         .filter_map(|(hex,)| Digest::parse(&hex).ok())
-        .collect())
+        .collect()
 }
