@@ -48,8 +48,15 @@ pub struct Config {
     #[arg(long, env = "WASM_STORAGE_ORPHAN_GRACE", default_value = "10m", value_parser = humantime::parse_duration)]
     pub orphan_grace: Duration,
 
+    /// A blob removal still unfinished after this long is taken over by
+    /// another gateway (its remover presumably stopped). It must outlast any
+    /// one removal (S3 retries give up after 3 minutes), and the gateways'
+    /// clocks must agree to well within it.
+    #[arg(long, env = "WASM_STORAGE_REMOVAL_LEASE", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub removal_lease: Duration,
+
     /// How often this gateway collects garbage: unreferenced blobs, orphans
-    /// past the grace period, removals a stopped gateway left unfinished.
+    /// past the grace period, removals past their lease.
     #[arg(long, env = "WASM_STORAGE_GC_INTERVAL", default_value = "5m", value_parser = humantime::parse_duration)]
     pub gc_interval: Duration,
 
@@ -245,6 +252,7 @@ impl Config {
             volume.blobs = blobs.clone();
         }
         volume.orphan_grace = self.orphan_grace;
+        volume.removal_lease = self.removal_lease;
         volume
     }
 

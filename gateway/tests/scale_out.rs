@@ -75,6 +75,7 @@ impl Gateway {
             .args(["--instances", "4"])
             .args(["--orphan-grace", &format!("{}s", GRACE.as_secs())])
             .args(["--gc-interval", &format!("{}s", GC_INTERVAL.as_secs())])
+            .args(["--removal-lease", &format!("{}s", GRACE.as_secs())])
             .envs(s3.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env_remove("AWS_CA_BUNDLE")
             .env("RUST_LOG", "warn")
@@ -299,6 +300,7 @@ async fn two_gateways_share_postgres_and_s3_through_a_crash() {
         allow_http: Some(true),
     };
     config.orphan_grace = GRACE;
+    config.removal_lease = GRACE;
     let (checker, report) = Volume::open(&config).await.unwrap();
     assert_eq!(
         report.files_missing_blobs, 0,

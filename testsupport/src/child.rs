@@ -119,6 +119,28 @@ pub(crate) fn log_tail(path: &Path, lines: usize) -> String {
     }
 }
 
+/// Live (not zombie) processes whose process group is `pgid`: what a stop
+/// left behind.
+pub fn process_group_members(pgid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // After the name: state, ppid, pgrp, ...
+        let pgrp = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(2)?.parse::<u32>().ok());
+        if pgrp == Some(pgid) && !is_zombie_or_gone(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,35 +157,13 @@ mod tests {
         let pid = guard.pid();
         sleep(Duration::from_millis(100));
         assert!(!guard.has_exited());
-        let members = group_members(pid);
+        let members = process_group_members(pid);
         assert!(members.len() >= 2, "sh and sleep: {members:?}");
         let started = Instant::now();
         guard.stop();
         assert!(started.elapsed() < Duration::from_secs(5));
         assert!(guard.has_exited());
         assert!(!Path::new(&format!("/proc/{pid}")).exists());
-        assert_eq!(group_members(pid), Vec::<u32>::new());
-    }
-
-    /// Live (non-zombie) processes whose process group is `pgid`.
-    fn group_members(pgid: u32) -> Vec<u32> {
-        let mut found = Vec::new();
-        for entry in fs::read_dir("/proc").expect("read /proc").flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
-                continue;
-            };
-            let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
-                continue;
-            };
-            // After the name: state, ppid, pgrp, ...
-            let Some((_, rest)) = stat.rsplit_once(')') else {
-                continue;
-            };
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            if fields.get(2) == Some(&pgid.to_string().as_str()) && !is_zombie_or_gone(pid) {
-                found.push(pid);
-            }
-        }
-        found
+        assert_eq!(process_group_members(pid), Vec::<u32>::new());
     }
 }

@@ -16,7 +16,7 @@ mod port;
 mod postgres;
 mod seaweed;
 
-pub use child::ChildGuard;
+pub use child::{ChildGuard, process_group_members};
 pub use port::{free_port, free_port_with_grpc};
 pub use postgres::Postgres;
 pub use seaweed::Seaweed;

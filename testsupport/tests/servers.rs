@@ -7,7 +7,7 @@ use std::process::Command;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use testsupport::{Postgres, Seaweed};
+use testsupport::{Postgres, Seaweed, process_group_members};
 
 #[test]
 fn postgres_creates_a_database_and_answers_queries() {
@@ -107,34 +107,13 @@ fn alive(pid: u32) -> bool {
 fn assert_gone(pid: u32) {
     // Reaping is synchronous in Drop, but allow the kernel a moment.
     for _ in 0..50 {
-        if !Path::new(&format!("/proc/{pid}")).exists() && group_members(pid).is_empty() {
+        if !Path::new(&format!("/proc/{pid}")).exists() && process_group_members(pid).is_empty() {
             return;
         }
         sleep(Duration::from_millis(20));
     }
     panic!(
         "pid {pid} or its group {:?} still present",
-        group_members(pid)
+        process_group_members(pid)
     );
-}
-
-/// Processes whose process group is `pgid`.
-fn group_members(pgid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in fs::read_dir("/proc").expect("read /proc").flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
-            continue;
-        };
-        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // After the name: state, ppid, pgrp, ...
-        let pgrp = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(2)?.parse::<u32>().ok());
-        if pgrp == Some(pgid) {
-            found.push(pid);
-        }
-    }
-    found
 }

@@ -41,6 +41,15 @@ impl From<Row> for FileMeta {
     }
 }
 
+/// A file row about to be written.
+struct NewRow<'a> {
+    path: &'a FilePath,
+    size: i64,
+    digest: &'a Digest,
+    content_type: &'a str,
+    now_ms: i64,
+}
+
 /// What an upsert replaced.
 pub(crate) struct Replaced {
     pub(crate) meta: FileMeta,
@@ -80,35 +89,82 @@ impl Index {
         overwrite: bool,
         now_ms: i64,
     ) -> Result<Replaced, VolumeError> {
-        let size = i64::try_from(size).map_err(|_| VolumeError::TooLarge(size))?;
+        let row = NewRow {
+            path,
+            size: i64::try_from(size).map_err(|_| VolumeError::TooLarge(size))?,
+            digest,
+            content_type,
+            now_ms,
+        };
+        let mut previous = self.locked_digest(tx, path).await?;
+        if previous.is_none() {
+            // A new path. The lock above took nothing (there was no row),
+            // so another writer may be creating it right now: insert only
+            // if it is still new.
+            if let Some(created) = self.insert(tx, &row, "DO NOTHING").await? {
+                return Ok(Replaced {
+                    meta: created.into(),
+                    previous: None,
+                });
+            }
+            // Created meanwhile: lock it, then replace it if allowed.
+            previous = self.locked_digest(tx, path).await?;
+        }
+        if previous.is_some() && !overwrite {
+            return Err(VolumeError::AlreadyExists(path.to_string()));
+        }
+        let replaced = self
+            .insert(
+                tx,
+                &row,
+                "DO UPDATE SET size = excluded.size, sha256 = excluded.sha256,
+                 content_type = excluded.content_type, modified_ms = excluded.modified_ms",
+            )
+            .await?
+            .ok_or_else(|| VolumeError::NotFound(path.to_string()))?;
+        Ok(Replaced {
+            meta: replaced.into(),
+            previous,
+        })
+    }
+
+    /// `INSERT` `row`, doing `on_conflict` if the path exists; the row as
+    /// written, if one was.
+    async fn insert(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        row: &NewRow<'_>,
+        on_conflict: &str,
+    ) -> Result<Option<Row>, VolumeError> {
+        Ok(sqlx::query_as(&format!(
+            "INSERT INTO files ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $5)
+             ON CONFLICT (path) {on_conflict} RETURNING {COLUMNS}"
+        ))
+        .bind(row.path.as_str())
+        .bind(row.size)
+        .bind(row.digest.as_str())
+        .bind(row.content_type)
+        .bind(row.now_ms)
+        .fetch_optional(&mut **tx)
+        .await?)
+    }
+
+    /// The digest `path` names, its row locked until `tx` ends (PostgreSQL;
+    /// SQLite's writers are serialised already).
+    async fn locked_digest(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        path: &FilePath,
+    ) -> Result<Option<Digest>, VolumeError> {
         let sql = format!(
             "SELECT sha256 FROM files WHERE path = $1{}",
             self.db.locking()
         );
-        let previous: Option<(String,)> = sqlx::query_as(&sql)
+        let row: Option<(String,)> = sqlx::query_as(&sql)
             .bind(path.as_str())
             .fetch_optional(&mut **tx)
             .await?;
-        if previous.is_some() && !overwrite {
-            return Err(VolumeError::AlreadyExists(path.to_string()));
-        }
-        let row: Row = sqlx::query_as(&format!(
-            "INSERT INTO files ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $5)
-             ON CONFLICT (path) DO UPDATE SET size = excluded.size, sha256 = excluded.sha256,
-                 content_type = excluded.content_type, modified_ms = excluded.modified_ms
-             RETURNING {COLUMNS}"
-        ))
-        .bind(path.as_str())
-        .bind(size)
-        .bind(digest.as_str())
-        .bind(content_type)
-        .bind(now_ms)
-        .fetch_one(&mut **tx)
-        .await?;
-        Ok(Replaced {
-            meta: row.into(),
-            previous: previous.and_then(|(hex,)| Digest::parse(&hex).ok()),
-        })
+        Ok(row.and_then(|(hex,)| Digest::parse(&hex).ok()))
     }
 
     /// Remove `path`; returns the digest it named, or `None` if it was absent.

@@ -23,6 +23,14 @@ pub(crate) enum BlobState {
 }
 
 impl BlobState {
+    /// The `state` column's value.
+    fn as_sql(self) -> &'static str {
+        match self {
+            Self::Stored => "stored",
+            Self::Deleting { .. } => "deleting",
+        }
+    }
+
     fn from_row(state: &str, changed_ms: i64) -> Self {
         match state {
             "stored" => Self::Stored,
@@ -60,28 +68,34 @@ pub(crate) async fn lock(
     Ok(row.map(|(state, changed)| BlobState::from_row(&state, changed)))
 }
 
-/// Record `digest` as stored; `false` if a row appeared meanwhile (another
-/// gateway's), in which case nothing changed.
+/// Insert `digest`'s row in `state` (a `Deleting` row stamped with its
+/// `since_ms`); `false` if a row appeared meanwhile (another process's), in
+/// which case nothing changed.
 pub(crate) async fn insert(
     tx: &mut Transaction<'static, Any>,
     digest: &Digest,
-    state: &'static str,
+    state: BlobState,
     now_ms: i64,
 ) -> Result<bool, VolumeError> {
+    let changed_ms = match state {
+        BlobState::Stored => now_ms,
+        BlobState::Deleting { since_ms } => since_ms,
+    };
     let inserted = sqlx::query(
         "INSERT INTO blobs (sha256, state, changed_ms) VALUES ($1, $2, $3)
          ON CONFLICT (sha256) DO NOTHING",
     )
     .bind(digest.as_str())
-    .bind(state)
-    .bind(now_ms)
+    .bind(state.as_sql())
+    .bind(changed_ms)
     .execute(&mut **tx)
     .await?
     .rows_affected();
     Ok(inserted == 1)
 }
 
-/// Mark `digest` (locked, stored) as being removed.
+/// Mark `digest` (locked, stored) as being removed, stamped `now_ms`: the
+/// stamp is the removal's claim, which [`forget`] and [`take_over`] check.
 pub(crate) async fn mark_deleting(
     tx: &mut Transaction<'static, Any>,
     digest: &Digest,
@@ -95,10 +109,38 @@ pub(crate) async fn mark_deleting(
     Ok(())
 }
 
-/// Drop the row of a removed blob (only if it is still `deleting`).
-pub(crate) async fn forget(db: &Database, digest: &Digest) -> Result<(), VolumeError> {
-    sqlx::query("DELETE FROM blobs WHERE sha256 = $1 AND state = 'deleting'")
+/// Take over a removal stamped `seen_ms` (its remover stopped), re-stamping
+/// it `now_ms`; `false` if another process took it over or finished it
+/// first. Only the process holding the current stamp removes the blob.
+pub(crate) async fn take_over(
+    db: &Database,
+    digest: &Digest,
+    seen_ms: i64,
+    now_ms: i64,
+) -> Result<bool, VolumeError> {
+    let claimed = sqlx::query(
+        "UPDATE blobs SET changed_ms = $3
+         WHERE sha256 = $1 AND state = 'deleting' AND changed_ms = $2",
+    )
+    .bind(digest.as_str())
+    .bind(seen_ms)
+    .bind(now_ms)
+    .execute(db.pool())
+    .await?
+    .rows_affected();
+    Ok(claimed == 1)
+}
+
+/// Drop the row of a removed blob, if the removal stamped `claim_ms` still
+/// holds it (a later take-over owns it otherwise).
+pub(crate) async fn forget(
+    db: &Database,
+    digest: &Digest,
+    claim_ms: i64,
+) -> Result<(), VolumeError> {
+    sqlx::query("DELETE FROM blobs WHERE sha256 = $1 AND state = 'deleting' AND changed_ms = $2")
         .bind(digest.as_str())
+        .bind(claim_ms)
         .execute(db.pool())
         .await?;
     Ok(())
@@ -136,17 +178,22 @@ pub(crate) async fn unreferenced(db: &Database) -> Result<Vec<Digest>, VolumeErr
     Ok(digests(rows))
 }
 
-/// Blobs marked `deleting` before `before_ms` (their remover stopped).
+/// Removals stamped before `before_ms` (their remover stopped), with their
+/// stamps.
 pub(crate) async fn stale_deletions(
     db: &Database,
     before_ms: i64,
-) -> Result<Vec<Digest>, VolumeError> {
-    let rows: Vec<(String,)> =
-        sqlx::query_as("SELECT sha256 FROM blobs WHERE state = 'deleting' AND changed_ms < $1")
-            .bind(before_ms)
-            .fetch_all(db.pool())
-            .await?;
-    Ok(digests(rows))
+) -> Result<Vec<(Digest, i64)>, VolumeError> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT sha256, changed_ms FROM blobs WHERE state = 'deleting' AND changed_ms < $1",
+    )
+    .bind(before_ms)
+    .fetch_all(db.pool())
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(hex, stamp)| Some((Digest::parse(&hex).ok()?, stamp)))
+        .collect())
 }
 
 /// The well-formed digests among `rows` (the table's CHECK admits no other).

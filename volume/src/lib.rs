@@ -193,6 +193,12 @@ pub struct SweepReport {
 /// upload on some gateway may have written it and be about to record it.
 pub const DEFAULT_ORPHAN_GRACE: Duration = Duration::from_secs(10 * 60);
 
+/// How long a removal may run, by default, before another process takes it
+/// over (its remover presumably stopped). It must outlast any one removal,
+/// S3 retries included (`object_store` gives up after 3 minutes), or a late
+/// delete could remove a blob written again since.
+pub const DEFAULT_REMOVAL_LEASE: Duration = Duration::from_secs(5 * 60);
+
 /// How long a write waits for another gateway's removal of the same content
 /// to finish before it gives up with [`VolumeError::Busy`].
 const REMOVAL_WAIT: Duration = Duration::from_secs(30);
@@ -210,6 +216,10 @@ pub struct VolumeConfig {
     /// Blobs in the store that the ledger does not know are collected once
     /// they are this old (see [`DEFAULT_ORPHAN_GRACE`]).
     pub orphan_grace: Duration,
+    /// A removal running longer than this is taken over (see
+    /// [`DEFAULT_REMOVAL_LEASE`]). Gateways' clocks must agree to well
+    /// within it.
+    pub removal_lease: Duration,
 }
 
 impl VolumeConfig {
@@ -221,6 +231,7 @@ impl VolumeConfig {
             blobs: BlobUrl::Local(data_dir.join("blobs")),
             s3: S3Settings::default(),
             orphan_grace: DEFAULT_ORPHAN_GRACE,
+            removal_lease: DEFAULT_REMOVAL_LEASE,
         }
     }
 }
@@ -234,6 +245,7 @@ pub struct Volume {
     index: Index,
     tmp: PathBuf,
     orphan_grace: Duration,
+    removal_lease: Duration,
 }
 
 impl Volume {
@@ -250,6 +262,7 @@ impl Volume {
             index,
             tmp,
             orphan_grace: config.orphan_grace,
+            removal_lease: config.removal_lease,
         };
         let temp_files_removed = blobs::clear_temp(&volume.tmp).await?;
         let report = SweepReport {
@@ -293,7 +306,12 @@ impl Volume {
         let mut waited = Duration::ZERO;
         loop {
             match ledger::peek(self.db(), digest).await? {
-                Some(BlobState::Deleting { .. }) => {
+                Some(BlobState::Deleting { since_ms }) => {
+                    if self.is_stale(since_ms) {
+                        // Its remover stopped: finish it (or let whoever
+                        // took it over first do so).
+                        self.take_over_removal(digest, since_ms).await?;
+                    }
                     waited += self.wait_for_removal(digest, waited).await?;
                     continue;
                 }
@@ -321,7 +339,7 @@ impl Volume {
                     // `stored` row, an orphan removal this very key), and
                     // one that finished before the claim finished deleting
                     // first: so the blob found now stays.
-                    if !ledger::insert(&mut tx, digest, "stored", now_ms()).await? {
+                    if !ledger::insert(&mut tx, digest, BlobState::Stored, now_ms()).await? {
                         tx.rollback().await?;
                         continue;
                     }
@@ -450,44 +468,75 @@ impl Volume {
         {
             return Ok(false);
         }
-        ledger::mark_deleting(&mut tx, digest, now_ms()).await?;
+        let claim_ms = now_ms();
+        ledger::mark_deleting(&mut tx, digest, claim_ms).await?;
         tx.commit().await?;
-        self.finish_removal(digest).await?;
+        self.finish_removal(digest, claim_ms).await?;
         Ok(true)
     }
 
-    /// Remove blob `digest`, marked `deleting`, and then its ledger row.
-    async fn finish_removal(&self, digest: &Digest) -> Result<(), VolumeError> {
+    /// Remove blob `digest`, whose removal this process claimed at
+    /// `claim_ms`, and then its ledger row (if the claim still holds).
+    async fn finish_removal(&self, digest: &Digest, claim_ms: i64) -> Result<(), VolumeError> {
         self.blobs.remove(digest).await?;
-        ledger::forget(self.db(), digest).await
+        ledger::forget(self.db(), digest, claim_ms).await
+    }
+
+    /// Whether a removal stamped `since_ms` has outlived the lease.
+    fn is_stale(&self, since_ms: i64) -> bool {
+        let lease_ms = i64::try_from(self.removal_lease.as_millis()).unwrap_or(i64::MAX);
+        now_ms().saturating_sub(since_ms) > lease_ms
+    }
+
+    /// Finish a removal stamped `seen_ms` whose remover stopped, unless
+    /// another process took it over (or finished it) first; returns
+    /// whether this call did.
+    async fn take_over_removal(&self, digest: &Digest, seen_ms: i64) -> Result<bool, VolumeError> {
+        let claim_ms = now_ms();
+        if !ledger::take_over(self.db(), digest, seen_ms, claim_ms).await? {
+            return Ok(false);
+        }
+        self.finish_removal(digest, claim_ms).await?;
+        Ok(true)
     }
 
     /// Remove a blob the ledger does not know, unless it is recorded
     /// meanwhile; returns whether it did.
     async fn remove_unrecorded(&self, digest: &Digest) -> Result<bool, VolumeError> {
         let mut tx = self.db().begin_write().await?;
-        if !ledger::insert(&mut tx, digest, "deleting", now_ms()).await? {
+        let claim_ms = now_ms();
+        let claimed = BlobState::Deleting { since_ms: claim_ms };
+        // No file can name a blob without a ledger row; checked anyway.
+        if !ledger::insert(&mut tx, digest, claimed, claim_ms).await?
+            || ledger::references(&mut tx, digest).await? > 0
+        {
             return Ok(false);
         }
         tx.commit().await?;
-        self.finish_removal(digest).await?;
+        self.finish_removal(digest, claim_ms).await?;
         Ok(true)
     }
 
-    /// Collect garbage: finish removals a stopped process began (marked
-    /// longer ago than the grace period), remove stored blobs no file
-    /// names, and blobs the ledger does not know that are older than the
-    /// grace period; count (and log) files whose blob is missing. Safe to
-    /// run on every gateway at once.
+    /// Collect garbage: take over removals that outlived the lease, remove
+    /// stored blobs no file names, and blobs the ledger does not know that
+    /// are older than the grace period; count (and log) files whose blob is
+    /// missing. Safe to run on every gateway at once. A blob that cannot be
+    /// removed is logged and left for the next collection.
     pub async fn collect_garbage(&self) -> Result<SweepReport, VolumeError> {
-        let grace_ms = i64::try_from(self.orphan_grace.as_millis()).unwrap_or(i64::MAX);
+        let lease_ms = i64::try_from(self.removal_lease.as_millis()).unwrap_or(i64::MAX);
         let mut removed = 0;
-        for digest in ledger::stale_deletions(self.db(), now_ms().saturating_sub(grace_ms)).await? {
-            self.finish_removal(&digest).await?;
-            removed += 1;
+        let mut count = |digest: &Digest, outcome: Result<bool, VolumeError>| match outcome {
+            Ok(done) => removed += usize::from(done),
+            Err(error) => {
+                tracing::warn!(%digest, %error, "could not remove a blob; the next collection will")
+            }
+        };
+        let stale_before = now_ms().saturating_sub(lease_ms);
+        for (digest, seen_ms) in ledger::stale_deletions(self.db(), stale_before).await? {
+            count(&digest, self.take_over_removal(&digest, seen_ms).await);
         }
         for digest in ledger::unreferenced(self.db()).await? {
-            removed += usize::from(self.release(&digest).await?);
+            count(&digest, self.release(&digest).await);
         }
         let known: HashSet<String> = ledger::all(self.db()).await?.into_iter().collect();
         let listed = self.blobs.list().await?;
@@ -496,7 +545,7 @@ impl Volume {
             .unwrap_or(UNIX_EPOCH);
         for blob in &listed {
             if !known.contains(blob.digest.as_str()) && blob.modified <= old_enough {
-                removed += usize::from(self.remove_unrecorded(&blob.digest).await?);
+                count(&blob.digest, self.remove_unrecorded(&blob.digest).await);
             }
         }
         let present: HashSet<&str> = listed.iter().map(|blob| blob.digest.as_str()).collect();

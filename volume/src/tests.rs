@@ -449,6 +449,70 @@ async fn an_unfinished_removal_is_finished_then_written_again(backend: &Backend)
     assert!(exists(&volume, &digest).await);
 }
 
+/// Two processes both find the same removal stale; the first takes it over
+/// and finishes it, the content is uploaded again, and the second, late,
+/// must not remove the new blob.
+async fn a_stale_removal_is_taken_over_once(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let digest = digest_of(b"taken over");
+    put(&volume, "f", b"taken over").await.unwrap();
+    volume.index.delete(&path("f")).await.unwrap();
+    let mut tx = volume.db().begin_write().await.unwrap();
+    ledger::mark_deleting(&mut tx, &digest, 0).await.unwrap();
+    tx.commit().await.unwrap();
+
+    assert!(volume.take_over_removal(&digest, 0).await.unwrap());
+    assert!(!exists(&volume, &digest).await);
+    put(&volume, "g", b"taken over").await.unwrap();
+    assert!(!volume.take_over_removal(&digest, 0).await.unwrap());
+    assert!(exists(&volume, &digest).await);
+    assert_eq!(read(&volume, "g").await.unwrap().1, b"taken over");
+}
+
+/// Create-only writes racing to make one new path: exactly one wins, the
+/// others are refused, and the path holds the winner's content.
+async fn create_only_admits_one_writer_per_new_path(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let volume = Arc::new(volume);
+    for round in 0..10 {
+        let name = format!("contested{round}");
+        let writers: Vec<_> = (0..4)
+            .map(|writer| {
+                let (volume, name) = (volume.clone(), name.clone());
+                tokio::spawn(async move {
+                    let content = format!("writer {writer}").into_bytes();
+                    let staged = staged(&volume, &content).await;
+                    let outcome = volume
+                        .put(
+                            &path(&name),
+                            staged,
+                            &digest_of(&content),
+                            "text/plain",
+                            false,
+                        )
+                        .await;
+                    (content, outcome)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for writer in writers {
+            match writer.await.unwrap() {
+                (content, Ok(_)) => winners.push(content),
+                (_, Err(VolumeError::AlreadyExists(_))) => {}
+                (_, Err(error)) => panic!("{name}: {error}"),
+            }
+        }
+        assert_eq!(
+            winners.len(),
+            1,
+            "{name}: {} writers created it",
+            winners.len()
+        );
+        assert_eq!(read(&volume, &name).await.unwrap().1, winners[0]);
+    }
+}
+
 /// A blob the ledger does not know is left alone within the grace period
 /// (an upload elsewhere may be about to record it).
 async fn a_young_unrecorded_blob_is_left_alone(backend: &Backend) {
@@ -530,6 +594,8 @@ suite!(
     reads_come_in_chunks_and_stop_at_the_recorded_size,
     two_gateways_racing_on_one_content_never_lose_a_blob,
     an_unfinished_removal_is_finished_then_written_again,
+    a_stale_removal_is_taken_over_once,
+    create_only_admits_one_writer_per_new_path,
     a_young_unrecorded_blob_is_left_alone,
     a_blob_larger_than_one_part_round_trips,
 );

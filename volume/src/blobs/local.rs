@@ -35,12 +35,9 @@ impl LocalBlobs {
         staged: &mut StagedBlob,
     ) -> Result<(), VolumeError> {
         let target = self.path_of(digest);
-        if tokio::fs::try_exists(&target).await.unwrap_or(false) {
-            return Ok(());
-        }
+        let root = self.root.clone();
         staged.sync().await?;
         let source = staged.path().to_path_buf();
-        let root = self.root.clone();
         blocking(move || {
             let fan_out = target.parent().unwrap_or(&root);
             if !fan_out.exists() {
@@ -51,10 +48,13 @@ impl LocalBlobs {
             // A second name for the staged file: atomic, and it refuses to
             // replace a blob that is already there (the same content).
             match fs::hard_link(&source, &target) {
-                Ok(()) => sync_dir(fan_out),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-                Err(e) => Err(VolumeError::io("linking a blob into place", e)),
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(VolumeError::io("linking a blob into place", e)),
             }
+            // Also when another process linked it: it may not have made the
+            // name durable yet, and this one's row will name it.
+            sync_dir(fan_out)
         })
         .await
     }
