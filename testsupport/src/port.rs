@@ -53,8 +53,14 @@ fn try_free_port(ok: impl Fn(u16) -> bool) -> Option<u16> {
 mod tests {
     use super::*;
 
+    /// These tests bind the ports they were handed; while one does, the
+    /// other's `bind(0)` may briefly hold that very port (the OS hands a
+    /// released port out again), so they take turns.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
     #[test]
     fn ports_are_distinct_and_bindable() {
+        let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
         let ports: HashSet<u16> = (0..50).map(|_| free_port()).collect();
         assert_eq!(ports.len(), 50);
         for &p in &ports {
@@ -64,6 +70,7 @@ mod tests {
 
     #[test]
     fn grpc_twin_is_free() {
+        let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
         for _ in 0..20 {
             let p = free_port_with_grpc();
             let g = p.checked_add(GRPC_OFFSET).expect("twin fits in u16");
