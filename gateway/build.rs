@@ -18,6 +18,7 @@ fn main() {
     for watched in [
         "../storage-guest/src",
         "../storage-guest/Cargo.toml",
+        "../storage-guest/build.rs",
         "../wit",
         "../Cargo.lock",
     ] {

@@ -307,6 +307,8 @@ gateway_config() {
         --data-dir "$DIR/$name"
         --database-url "postgres://$POSTGRES_USER:$POSTGRES_PASSWORD@127.0.0.1:$PG_PORT/$POSTGRES_DB"
         --blob-store "s3://$S3_BUCKET"
+        # HAProxy connects from here and names the client (option forwardfor).
+        --trusted-proxies 127.0.0.1
         "${GATEWAY_EXTRA[@]}"
     )
 }

@@ -39,6 +39,7 @@ async fn lifecycle() -> anyhow::Result<()> {
         max_instances: 4,
         memory_cap: 256 * MIB as u64,
         request_timeout: Duration::from_secs(60),
+        min_body_rate: 0,
     };
     let budget = MemoryBudget::new(1 << 30);
     let runtime = Runtime::new(BUILTIN_GUEST, Arc::new(volume), budget, limits)?;
@@ -54,7 +55,7 @@ async fn lifecycle() -> anyhow::Result<()> {
             range: None,
             if_none_match: Vec::new(),
         };
-        let answer = instance.fetch(request).await?;
+        let answer = instance.fetch(volume::Owner::OPEN, request).await?;
         assert!(answer.is_err(), "the file does not exist");
         let called = Instant::now();
         drop(instance);

@@ -26,13 +26,18 @@ pub struct Config {
 
     /// This gateway's directory: its temp files, and (by default) the
     /// SQLite index and the blobs. Each gateway needs its own.
-    #[arg(long, env = "WASM_STORAGE_DATA_DIR", default_value = "./data")]
+    #[arg(
+        long,
+        env = "WASM_STORAGE_DATA_DIR",
+        default_value = "./data",
+        global = true
+    )]
     pub data_dir: PathBuf,
 
     /// Where the metadata lives: postgres://USER:PASSWORD@HOST:PORT/DB for
     /// PostgreSQL (what several gateways share), or sqlite://PATH. Default:
     /// index.sqlite in --data-dir.
-    #[arg(long, env = "WASM_STORAGE_DATABASE_URL")]
+    #[arg(long, env = "WASM_STORAGE_DATABASE_URL", global = true)]
     pub database_url: Option<DatabaseUrl>,
 
     /// Where blobs live: s3://BUCKET[/PREFIX] for an S3-compatible store
@@ -113,6 +118,48 @@ pub struct Config {
     /// a stuck instance is replaced.
     #[arg(long, env = "WASM_STORAGE_REQUEST_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
+
+    /// Longest a client may take to send a request's head (line and
+    /// headers). It also bounds how long a kept-alive connection may sit
+    /// idle waiting for its next request. Past it the connection closes.
+    #[arg(long, env = "WASM_STORAGE_HEADER_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub header_timeout: Duration,
+
+    /// Slowest a client may send an upload or read a download, on average,
+    /// once a body has had 10 s (bytes per second; suffixes accepted; 0
+    /// for no minimum). A slower upload fails with 408, nothing stored.
+    #[arg(long, env = "WASM_STORAGE_MIN_BODY_RATE", default_value = "1KiB")]
+    pub min_body_rate: ByteSize,
+
+    /// Most connections served at once; further ones wait in the kernel's
+    /// accept queue until one closes.
+    #[arg(long, env = "WASM_STORAGE_MAX_CONNECTIONS", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// On SIGTERM or Ctrl-C: how long in-flight requests may take to
+    /// finish before every connection is closed and the process exits.
+    #[arg(long, env = "WASM_STORAGE_SHUTDOWN_GRACE", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Duration,
+
+    /// Proxies (addresses or CIDR blocks, comma-separated) whose
+    /// `X-Forwarded-For` names the client, for counting password attempts
+    /// per client rather than per proxy. Empty: trust no one.
+    #[arg(long, env = "WASM_STORAGE_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<crate::auth::proxies::Network>,
+
+    /// Create this admin at start when no user exists yet (its password
+    /// from --bootstrap-admin-password-file): how a container gets its
+    /// first user from a secret.
+    #[arg(
+        long,
+        env = "WASM_STORAGE_BOOTSTRAP_ADMIN",
+        requires = "bootstrap_admin_password_file"
+    )]
+    pub bootstrap_admin: Option<String>,
+
+    /// The file holding --bootstrap-admin's password (its first line).
+    #[arg(long, env = "WASM_STORAGE_BOOTSTRAP_ADMIN_PASSWORD_FILE")]
+    pub bootstrap_admin_password_file: Option<PathBuf>,
 
     /// Serve with this component instead of the built-in storage guest. It
     /// must implement the `storage` world of `wit/storage.wit`.

@@ -41,6 +41,23 @@ pub enum AppError {
     Unavailable(String),
     #[error("the disk is full")]
     NoSpace,
+    /// No credentials, or wrong ones; `basic` adds a Basic challenge (left
+    /// out for a page's `fetch`, or browsers would pop up a login box).
+    #[error("sign in: this needs credentials (a token, a name and password, or a session)")]
+    Unauthorized { basic: bool },
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("a request signed in by a session cookie needs the session's X-CSRF-Token header")]
+    Csrf,
+    #[error("too many failed sign-in attempts from this address; try again in {retry_after} s")]
+    TooManyAttempts { retry_after: u64 },
+    #[error("{0}")]
+    QuotaExceeded(String),
+    #[error("{0}")]
+    RequestTimeout(String),
+    /// A share link whose signature does not verify.
+    #[error("this share link is not valid")]
+    BadShare,
     /// Stored content failed its SHA-256 check; the detail is logged.
     #[error("the stored content failed its integrity check")]
     Integrity(String),
@@ -72,6 +89,13 @@ impl AppError {
             }
             Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             Self::NoSpace => (StatusCode::INSUFFICIENT_STORAGE, "insufficient_storage"),
+            Self::Unauthorized { .. } => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            Self::Csrf => (StatusCode::FORBIDDEN, "csrf"),
+            Self::TooManyAttempts { .. } => (StatusCode::TOO_MANY_REQUESTS, "too_many_attempts"),
+            Self::QuotaExceeded(_) => (StatusCode::INSUFFICIENT_STORAGE, "quota_exceeded"),
+            Self::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
+            Self::BadShare => (StatusCode::FORBIDDEN, "bad_share"),
             Self::Integrity(_) => (StatusCode::INTERNAL_SERVER_ERROR, "integrity_error"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
@@ -87,11 +111,14 @@ impl AppError {
             HandlerError::Volume(VolumeError::NoSpace) => Self::NoSpace,
             HandlerError::Volume(VolumeError::InvalidPath(why)) => Self::BadRequest(why),
             HandlerError::Volume(VolumeError::Busy(why)) => Self::Unavailable(why),
+            HandlerError::Volume(VolumeError::QuotaExceeded(why)) => Self::QuotaExceeded(why),
             HandlerError::Volume(VolumeError::Internal(detail)) => Self::Internal(detail),
             HandlerError::Body(BodyError::TooLarge(limit)) => Self::BodyTooLarge { limit },
             HandlerError::Body(BodyError::Aborted(why)) => {
                 Self::BadRequest(format!("the body could not be read: {why}"))
             }
+            HandlerError::Body(BodyError::TimedOut(why)) => Self::RequestTimeout(why),
+            HandlerError::Body(BodyError::NoSpace) => Self::NoSpace,
             HandlerError::Body(BodyError::Internal(detail)) => Self::Internal(detail),
             HandlerError::Integrity(detail) => Self::Integrity(detail),
             HandlerError::RangeNotSatisfiable(size) => Self::RangeNotSatisfiable { size },
@@ -100,12 +127,26 @@ impl AppError {
 }
 
 impl AppError {
+    /// 401 for a request with these headers: with a Basic challenge unless
+    /// it is a page's `fetch` (`Sec-Fetch-Mode` other than `navigate`).
+    pub fn unauthorized(headers: &axum::http::HeaderMap) -> Self {
+        let from_a_page = headers
+            .get("sec-fetch-mode")
+            .is_some_and(|mode| mode != "navigate");
+        Self::Unauthorized {
+            basic: !from_a_page,
+        }
+    }
+
     /// The error for a volume failure the host met itself (not through the guest).
     pub fn from_volume(error: volume::VolumeError, path: &str) -> Self {
         match error {
             volume::VolumeError::NotFound(_) => Self::NotFound(path.to_owned()),
             volume::VolumeError::NoSpace => Self::NoSpace,
             busy @ volume::VolumeError::Busy(_) => Self::Unavailable(busy.to_string()),
+            quota @ volume::VolumeError::QuotaExceeded { .. } => {
+                Self::QuotaExceeded(quota.to_string())
+            }
             other => Self::Internal(other.to_string()),
         }
     }
@@ -144,6 +185,21 @@ impl IntoResponse for AppError {
         match self {
             Self::Unavailable(_) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+            }
+            Self::TooManyAttempts { retry_after } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+            }
+            Self::Unauthorized { basic } => {
+                headers.append(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"wasm-storage\""),
+                );
+                if basic {
+                    headers.append(
+                        header::WWW_AUTHENTICATE,
+                        HeaderValue::from_static("Basic realm=\"wasm-storage\", charset=\"UTF-8\""),
+                    );
+                }
             }
             Self::RangeNotSatisfiable { size } => {
                 if let Ok(value) = HeaderValue::from_str(&format!("bytes */{size}")) {

@@ -8,7 +8,12 @@
 //! crate.
 //!
 //! Layout:
-//! - [`config`]: flags and environment variables, with their defaults.
+//! - [`config`]: flags and environment variables, with their defaults;
+//!   [`cli`]: the `user` and `token` subcommands.
+//! - [`server`]: the listener: connection cap, header timeout, bounded
+//!   graceful shutdown.
+//! - [`auth`]: who is asking ([`auth::Caller`]), from tokens, HTTP Basic or
+//!   a session cookie; the secrets; failed attempts per address.
 //! - [`budget`]: the memory budget: pool memory plus reservations.
 //! - [`runtime`]: the wasmtime engine, the component's bindings, typed calls,
 //!   the memory limiter and the host side of the `volume` and `body`
@@ -16,18 +21,23 @@
 //! - [`pool`]: the instance pool: lifecycle and drain-and-replace, dispatch
 //!   policy, admission by bytes and the wait queue, leases.
 //! - [`recycler`]: the embedded estimator task: samples, modes, threshold.
-//! - `routes`: the HTTP interface (`files`, `admin`, `health`, `metrics`, `web`: the
-//!   page in `src/web/index.html`).
+//! - `routes`: the HTTP interface (`files`, `share`, `auth`, `admin`,
+//!   `health`, `metrics`, `web`: the page in `src/web/index.html`).
 //! - [`error`]: every client-visible error and its status code.
+//! - [`fuzzing`]: entry points for the fuzzers of client-input parsers.
 //! - `procstat`: process RSS and private-dirty bytes from `/proc/self`.
 
+pub mod auth;
 pub mod budget;
+pub mod cli;
 pub mod config;
 pub mod error;
+pub mod fuzzing;
 pub mod pool;
 pub mod procstat;
 pub mod recycler;
 pub mod runtime;
+pub mod server;
 
 mod routes;
 
@@ -40,11 +50,13 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
+use crate::auth::Authenticator;
 use crate::budget::MemoryBudget;
 use crate::config::Config;
 use crate::pool::{Pool, PoolConfig};
 use crate::recycler::{EstimatorConfig, Recycler};
 use crate::runtime::{BUILTIN_GUEST, Runtime, RuntimeLimits};
+use crate::server::ConnectionLimits;
 use volume::Volume;
 
 /// What every handler shares.
@@ -53,6 +65,9 @@ pub struct AppState {
     pub pool: Arc<Pool>,
     pub volume: Arc<Volume>,
     pub recycler: Arc<Recycler>,
+    pub auth: Arc<Authenticator>,
+    /// How the listener treats connections.
+    pub connection_limits: ConnectionLimits,
     /// The recycler's task, awaited at shutdown before the volume closes.
     recycler_task: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
     /// The garbage collector's task, stopped at shutdown.
@@ -80,6 +95,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
         "volume open"
     );
     let volume = Arc::new(volume);
+    let auth = Arc::new(open_accounts(config, &volume).await?);
 
     let guest = match &config.guest {
         Some(path) => std::fs::read(path)
@@ -91,6 +107,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
         max_instances: config.instances.saturating_mul(2).saturating_add(2),
         memory_cap: config.instance_memory_cap(),
         request_timeout: config.request_timeout,
+        min_body_rate: config.min_body_rate.0,
     };
     let budget = MemoryBudget::new(config.memory_budget());
     tracing::info!(
@@ -159,35 +176,118 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
         pool,
         volume,
         recycler,
+        auth,
+        connection_limits: ConnectionLimits {
+            header_timeout: config.header_timeout,
+            max_connections: usize::try_from(config.max_connections).unwrap_or(usize::MAX),
+            shutdown_grace: config.shutdown_grace,
+        },
         recycler_task: Arc::new(std::sync::Mutex::new(Some(recycler_task))),
         collector_task: Arc::new(collector_task.abort_handle()),
         max_body: config.max_body.0,
     })
 }
 
+/// Create the bootstrap admin if asked and no user exists; refuse to
+/// serve openly anywhere but on loopback.
+async fn open_accounts(config: &Config, volume: &Volume) -> anyhow::Result<Authenticator> {
+    let accounts = volume.accounts();
+    if let (Some(name), Some(file)) = (
+        &config.bootstrap_admin,
+        &config.bootstrap_admin_password_file,
+    ) && accounts.user_count().await? == 0
+    {
+        let password = cli::read_password_file(file)?;
+        match cli::add_user(&accounts, name, &password, true, None).await {
+            Ok(_) => tracing::info!(name, "created the bootstrap admin"),
+            // Another gateway on this database created it first.
+            Err(error)
+                if matches!(
+                    error.downcast_ref::<volume::VolumeError>(),
+                    Some(volume::VolumeError::AlreadyExists(_))
+                ) => {}
+            Err(error) => {
+                return Err(error.context(format!("creating the bootstrap admin {name:?}")));
+            }
+        }
+    }
+    let loopback = config.listen.ip().is_loopback();
+    if accounts.user_count().await? == 0 {
+        if !loopback {
+            anyhow::bail!(
+                "refusing to serve {} with no user: anyone who reaches it could read and \
+                 delete every file. Create one with `gateway user add NAME --admin` (same \
+                 --data-dir / --database-url), or listen on a loopback address",
+                config.listen
+            );
+        }
+        tracing::warn!(
+            listen = %config.listen,
+            "no user exists: serving openly on loopback (every request is allowed); \
+             `gateway user add NAME --admin` turns authentication on"
+        );
+    }
+    Authenticator::new(accounts, loopback, config.trusted_proxies.clone()).await
+}
+
 /// The whole HTTP interface.
 pub fn app(state: AppState) -> Router {
     Router::new()
         .merge(routes::files::router())
+        .merge(routes::share::router())
+        .merge(routes::auth::router())
         .merge(routes::admin::router())
         .merge(routes::health::router())
         .merge(routes::metrics::router())
         .merge(routes::web::router())
+        .layer(axum::middleware::from_fn(one_host))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
 
+/// RFC 9112 3.2: an HTTP/1.1 request without a `Host` header, or with more
+/// than one, gets 400 (share links and the origin checks rely on it). Every
+/// answer is `Cache-Control: private` unless its route says otherwise.
+async fn one_host(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let hosts = request
+        .headers()
+        .get_all(axum::http::header::HOST)
+        .iter()
+        .count();
+    if request.version() == axum::http::Version::HTTP_11 && hosts != 1 {
+        return error::AppError::BadRequest(
+            "an HTTP/1.1 request needs exactly one Host header".into(),
+        )
+        .into_response();
+    }
+    let mut response = next.run(request).await;
+    // Answers depend on who asks: no shared cache may keep them.
+    response
+        .headers_mut()
+        .entry(axum::http::header::CACHE_CONTROL)
+        .or_insert(axum::http::HeaderValue::from_static("private"));
+    response
+}
+
 /// Serve on `listener` until `shutdown` resolves, then finish in-flight
-/// requests, stop the recycler and wait for it, drop the instances and close
+/// requests (for at most the shutdown grace), stop the recycler and wait for it, drop the instances and close
 /// the index: nothing that uses the volume outlives it.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state.clone()))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    server::serve(
+        listener,
+        app(state.clone()),
+        state.connection_limits,
+        shutdown,
+    )
+    .await;
     state.recycler.stop();
     let recycler_task = state
         .recycler_task
@@ -254,5 +354,5 @@ pub async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
-    tracing::info!("shutting down: finishing in-flight requests");
+    tracing::info!("shutting down");
 }

@@ -1,7 +1,8 @@
-//! The `gateway` binary: parse flags, set up logging, run the server.
+//! The `gateway` binary: parse flags, set up logging, then serve or run an
+//! account subcommand.
 
 use clap::Parser;
-use gateway::config::Config;
+use gateway::cli::Cli;
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
@@ -11,5 +12,9 @@ async fn main() -> anyhow::Result<()> {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .init();
-    gateway::run(Config::parse()).await
+    let cli = Cli::parse();
+    match cli.command {
+        Some(command) => gateway::cli::run(&cli.config, command).await,
+        None => gateway::run(cli.config).await,
+    }
 }

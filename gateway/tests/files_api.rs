@@ -383,3 +383,106 @@ async fn a_restarted_gateway_keeps_every_file() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn empty_folders_are_made_listed_kept_and_deleted_with_their_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start_in(dir.path(), |_| {}).await;
+    let made = server
+        .client
+        .post(server.url("/files/projects/empty/?folder"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), StatusCode::CREATED);
+    let again = server
+        .client
+        .post(server.url("/files/projects/empty/?folder"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::OK);
+    assert_eq!(
+        server
+            .put("projects/notes.txt", b"notes".to_vec())
+            .await
+            .status(),
+        StatusCode::CREATED
+    );
+    server.stop().await;
+
+    // It survives a restart, and lists beside the files.
+    let server = TestServer::start_in(dir.path(), |_| {}).await;
+    let listing = server.json("/files/projects/").await;
+    let entries: Vec<(String, String)> = listing["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_owned(),
+                e["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("folder".to_owned(), "empty/".to_owned()),
+            ("file".to_owned(), "notes.txt".to_owned())
+        ]
+    );
+    // ?folder and ?recursive are for folder paths only: a file name is refused.
+    for (method, path) in [
+        (reqwest::Method::POST, "/files/projects/notes.txt?folder"),
+        (
+            reqwest::Method::DELETE,
+            "/files/projects/notes.txt?recursive",
+        ),
+    ] {
+        let refused = server
+            .client
+            .request(method, server.url(path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), StatusCode::BAD_REQUEST, "{path}");
+    }
+    assert_eq!(
+        server.get("projects/notes.txt").await.status(),
+        StatusCode::OK
+    );
+    // Deleting a folder deletes its tree; without ?recursive it is refused.
+    let refused = server
+        .client
+        .delete(server.url("/files/projects/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let deleted = server
+        .client
+        .delete(server.url("/files/projects/?recursive"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
+    assert_eq!(
+        server.get("projects/notes.txt").await.status(),
+        StatusCode::NOT_FOUND
+    );
+    assert!(
+        server.json("/files/").await["entries"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let again = server
+        .client
+        .delete(server.url("/files/projects/?recursive"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::NOT_FOUND);
+    server.stop().await;
+}

@@ -153,7 +153,7 @@ async fn a_body_larger_than_the_budget_is_refused_before_it_is_read() {
     // Headers only: the answer must come without a byte of the body.
     let mut stream = TcpStream::connect(server.addr).await.unwrap();
     let request = format!(
-        "PUT /files/too-big HTTP/1.1\r\nHost: test\r\nContent-Length: {}\r\n\r\n",
+        "PUT /files/too-big HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
         64 * MIB
     );
     stream.write_all(request.as_bytes()).await.unwrap();

@@ -418,16 +418,23 @@ async fn instance_ids_are_unique_across_restarts_on_the_same_data() {
     while first_run.text("/admin/samples.csv").await.lines().count() < 4 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    first_run.stop().await;
     let sampled = |csv: &str| -> Vec<u64> {
         csv.lines()
             .skip(1)
             .filter_map(|line| line.split(',').nth(1)?.parse().ok())
             .collect()
     };
+    // The first run's ids, read before the second run samples its own.
+    let pool = first_run.json("/admin/pool").await;
+    let live = pool["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|instance| instance["id"].as_u64());
+    let before = sampled(&first_run.text("/admin/samples.csv").await);
+    let highest_before = before.iter().copied().chain(live).max().unwrap();
+    first_run.stop().await;
     let second_run = TestServer::start_in(dir.path(), |_| {}).await;
-    let before = sampled(&second_run.text("/admin/samples.csv").await);
-    let highest_before = before.iter().copied().max().unwrap();
     let pool = second_run.json("/admin/pool").await;
     for instance in pool["instances"].as_array().unwrap() {
         let id = instance["id"].as_u64().unwrap();

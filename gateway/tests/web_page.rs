@@ -1,6 +1,7 @@
 //! The web page in a real headless Chromium, driven through ChromeDriver:
 //! upload through the file input, see the file listed with its SHA-256,
-//! download it through the browser, delete it, and see the pool panel.
+//! download it through the browser, delete it, and see the pool panel;
+//! with users, sign in (a wrong password first), upload, and sign out.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them).
 
@@ -109,6 +110,25 @@ where
     }
 }
 
+/// Whether the element with this id exists and is shown.
+async fn shown(browser: &Client, id: &str) -> bool {
+    match browser.find(Locator::Id(id)).await {
+        Ok(element) => element.is_displayed().await.unwrap(),
+        Err(_) => false,
+    }
+}
+
+/// The text of the element with this id.
+async fn text_of(browser: &Client, id: &str) -> String {
+    browser
+        .find(Locator::Id(id))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 fn downloaded(dir: &Path, name: &str) -> Option<PathBuf> {
     let path = dir.join(name);
     // Chromium writes `<name>.crdownload` first and renames when complete.
@@ -156,6 +176,9 @@ async fn upload_browse_download_delete_and_watch_the_pool_in_chromium() {
             == 3
     })
     .await;
+    // No users on loopback: open mode, no sign-in.
+    assert!(!shown(&browser, "signin").await);
+    assert!(shown(&browser, "mode-note").await);
     let bar = browser
         .find(Locator::Css("#instances li .track"))
         .await
@@ -262,6 +285,199 @@ async fn upload_browse_download_delete_and_watch_the_pool_in_chromium() {
         .await
         .unwrap();
     assert_eq!(crumbs, "root / photos");
+
+    // A new, empty folder: made here, listed, kept; then deleted.
+    let name = browser.find(Locator::Id("new-folder-name")).await.unwrap();
+    name.send_keys("empty").await.unwrap();
+    browser
+        .find(Locator::Id("new-folder-submit"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually("the new folder's row", || async {
+        browser.find(Locator::LinkText("empty/")).await.is_ok()
+    })
+    .await;
+    let listing = server.json("/files/photos/").await;
+    assert!(
+        listing["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|entry| entry["path"] == "photos/empty/" && entry["type"] == "folder"),
+        "{listing}"
+    );
+    browser
+        .find(Locator::Css("button[aria-label='Delete folder empty/']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser.accept_alert().await.unwrap();
+    eventually("the folder's row to go", || async {
+        browser.find(Locator::LinkText("empty/")).await.is_err()
+    })
+    .await;
+
+    browser.close().await.unwrap();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signs_in_and_out() {
+    const PASSWORD: &str = "correct horse battery staple";
+    let server = TestServer::start(|_| {}).await;
+    server.add_user("alice", PASSWORD, false, None).await;
+    server
+        .add_user("bob", "another long password", false, None)
+        .await;
+    let alice = server.create_token("alice").await;
+    let bob = server.create_token("bob").await;
+
+    let scratch = tempfile::tempdir().unwrap();
+    let (profile, downloads) = (
+        scratch.path().join("profile"),
+        scratch.path().join("downloads"),
+    );
+    let content = random_bytes(100_000);
+    let upload = scratch.path().join("alice-upload.bin");
+    std::fs::write(&upload, &content).unwrap();
+    let digest = sha256_hex(&content);
+
+    let driver = Driver::start().await;
+    let browser = driver.browser(&profile, &downloads).await;
+    browser.goto(&server.url("/")).await.unwrap();
+
+    eventually("the sign-in form", || shown(&browser, "signin")).await;
+    assert!(
+        !shown(&browser, "files-title").await,
+        "no files before signing in"
+    );
+
+    // A wrong password first.
+    let name = browser.find(Locator::Id("signin-name")).await.unwrap();
+    let password = browser.find(Locator::Id("signin-password")).await.unwrap();
+    let submit = browser.find(Locator::Id("signin-submit")).await.unwrap();
+    name.send_keys("alice").await.unwrap();
+    password.send_keys("wrong password").await.unwrap();
+    submit.click().await.unwrap();
+    eventually("the sign-in error", || async {
+        !text_of(&browser, "signin-error").await.is_empty()
+    })
+    .await;
+    assert_eq!(
+        text_of(&browser, "signin-error").await,
+        "wrong name or password"
+    );
+    assert!(!shown(&browser, "files-title").await);
+
+    // Then the right one.
+    password.clear().await.unwrap();
+    password.send_keys(PASSWORD).await.unwrap();
+    submit.click().await.unwrap();
+    eventually("the files after signing in", || {
+        shown(&browser, "files-title")
+    })
+    .await;
+    assert!(!shown(&browser, "signin").await);
+    assert!(text_of(&browser, "whoami").await.contains("alice"));
+    eventually("the pool panel to hide from a non-admin", || async {
+        !shown(&browser, "pool-panel").await
+    })
+    .await;
+
+    // The session cookie is there, but out of the page's reach.
+    let cookie = browser.get_named_cookie("wst_session").await.unwrap();
+    assert_eq!(cookie.http_only(), Some(true));
+    let visible = browser
+        .execute("return document.cookie", Vec::new())
+        .await
+        .unwrap();
+    assert!(
+        !visible.as_str().unwrap().contains("wst_session"),
+        "document.cookie shows the session: {visible}"
+    );
+
+    // Upload through the file input (a PUT that needs the CSRF token).
+    let input = browser.find(Locator::Id("file-input")).await.unwrap();
+    input.send_keys(upload.to_str().unwrap()).await.unwrap();
+    let row = "tr[data-path=\"alice-upload.bin\"]";
+    eventually("the uploaded file in the listing", || async {
+        browser.find(Locator::Css(row)).await.is_ok()
+    })
+    .await;
+    let listed = browser.find(Locator::Css(row)).await.unwrap();
+    assert_eq!(
+        listed.attr("data-sha256").await.unwrap().as_deref(),
+        Some(digest.as_str())
+    );
+    eventually("the usage", || async {
+        text_of(&browser, "usage").await.contains("used")
+    })
+    .await;
+
+    // It is in alice's tree, and only there.
+    let listing: serde_json::Value = server
+        .client
+        .get(server.url("/files/"))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let entry = listing["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["path"] == "alice-upload.bin")
+        .unwrap_or_else(|| panic!("not in alice's listing: {listing}"));
+    assert_eq!(entry["sha256"], digest.as_str());
+    let fetched = server
+        .client
+        .get(server.url("/files/alice-upload.bin"))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fetched.status(), reqwest::StatusCode::OK);
+    assert_eq!(sha256_hex(&fetched.bytes().await.unwrap()), digest);
+    let theirs = server
+        .client
+        .get(server.url("/files/alice-upload.bin"))
+        .bearer_auth(&bob)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(theirs.status(), reqwest::StatusCode::NOT_FOUND);
+
+    // Sign out: the form again, and the browser has no way in.
+    browser
+        .find(Locator::Id("signout"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually("the sign-in form after signing out", || {
+        shown(&browser, "signin")
+    })
+    .await;
+    assert!(!shown(&browser, "files-title").await);
+    assert!(!shown(&browser, "whoami").await);
+    assert!(
+        browser.find(Locator::Css(row)).await.is_err(),
+        "the listing is cleared"
+    );
+    let status = browser
+        .execute("return fetch('/files/').then((r) => r.status)", Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(status, json!(401));
 
     browser.close().await.unwrap();
     server.stop().await;

@@ -9,7 +9,7 @@ use sqlx::{Any, Transaction};
 
 use crate::db::Database;
 use crate::path::{FilePath, Prefix};
-use crate::{Digest, Entry, FileMeta, Listing, VolumeError};
+use crate::{Digest, Entry, FileMeta, Listing, Owner, VolumeError};
 
 const COLUMNS: &str = "path, size, sha256, content_type, created_ms, modified_ms";
 
@@ -43,6 +43,7 @@ impl From<Row> for FileMeta {
 
 /// A file row about to be written.
 struct NewRow<'a> {
+    owner: Owner,
     path: &'a FilePath,
     size: i64,
     digest: &'a Digest,
@@ -66,13 +67,38 @@ impl Index {
         &self.db
     }
 
-    pub(crate) async fn get(&self, path: &FilePath) -> Result<Option<FileMeta>, VolumeError> {
-        let row: Option<Row> =
-            sqlx::query_as(&format!("SELECT {COLUMNS} FROM files WHERE path = $1"))
-                .bind(path.as_str())
-                .fetch_optional(self.db.pool())
-                .await?;
+    pub(crate) async fn get(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+    ) -> Result<Option<FileMeta>, VolumeError> {
+        let row: Option<Row> = sqlx::query_as(&format!(
+            "SELECT {COLUMNS} FROM files WHERE owner = $1 AND path = $2"
+        ))
+        .bind(owner.id())
+        .bind(path.as_str())
+        .fetch_optional(self.db.pool())
+        .await?;
         Ok(row.map(FileMeta::from))
+    }
+
+    /// The bytes `owner`'s files take, leaving out `except` (the path an
+    /// upload is about to replace), read inside the write transaction `tx`.
+    pub(crate) async fn usage_except(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        owner: Owner,
+        except: &FilePath,
+    ) -> Result<u64, VolumeError> {
+        let (used,): (i64,) = sqlx::query_as(
+            "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM files
+             WHERE owner = $1 AND path <> $2",
+        )
+        .bind(owner.id())
+        .bind(except.as_str())
+        .fetch_one(&mut **tx)
+        .await?;
+        Ok(u64::try_from(used).unwrap_or_default())
     }
 
     /// Point `path` at the blob `digest` inside `tx` (which holds the
@@ -82,6 +108,7 @@ impl Index {
     pub(crate) async fn upsert(
         &self,
         tx: &mut Transaction<'static, Any>,
+        owner: Owner,
         path: &FilePath,
         size: u64,
         digest: &Digest,
@@ -90,13 +117,14 @@ impl Index {
         now_ms: i64,
     ) -> Result<Replaced, VolumeError> {
         let row = NewRow {
+            owner,
             path,
             size: i64::try_from(size).map_err(|_| VolumeError::TooLarge(size))?,
             digest,
             content_type,
             now_ms,
         };
-        let mut previous = self.locked_digest(tx, path).await?;
+        let mut previous = self.locked_digest(tx, owner, path).await?;
         if previous.is_none() {
             // A new path. The lock above took nothing (there was no row),
             // so another writer may be creating it right now: insert only
@@ -108,7 +136,7 @@ impl Index {
                 });
             }
             // Created meanwhile: lock it, then replace it if allowed.
-            previous = self.locked_digest(tx, path).await?;
+            previous = self.locked_digest(tx, owner, path).await?;
         }
         if previous.is_some() && !overwrite {
             return Err(VolumeError::AlreadyExists(path.to_string()));
@@ -137,9 +165,10 @@ impl Index {
         on_conflict: &str,
     ) -> Result<Option<Row>, VolumeError> {
         Ok(sqlx::query_as(&format!(
-            "INSERT INTO files ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $5)
-             ON CONFLICT (path) {on_conflict} RETURNING {COLUMNS}"
+            "INSERT INTO files (owner, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $6)
+             ON CONFLICT (owner, path) {on_conflict} RETURNING {COLUMNS}"
         ))
+        .bind(row.owner.id())
         .bind(row.path.as_str())
         .bind(row.size)
         .bind(row.digest.as_str())
@@ -154,13 +183,15 @@ impl Index {
     async fn locked_digest(
         &self,
         tx: &mut Transaction<'static, Any>,
+        owner: Owner,
         path: &FilePath,
     ) -> Result<Option<Digest>, VolumeError> {
         let sql = format!(
-            "SELECT sha256 FROM files WHERE path = $1{}",
+            "SELECT sha256 FROM files WHERE owner = $1 AND path = $2{}",
             self.db.locking()
         );
         let row: Option<(String,)> = sqlx::query_as(&sql)
+            .bind(owner.id())
             .bind(path.as_str())
             .fetch_optional(&mut **tx)
             .await?;
@@ -168,12 +199,22 @@ impl Index {
     }
 
     /// Remove `path`; returns the digest it named, or `None` if it was absent.
-    pub(crate) async fn delete(&self, path: &FilePath) -> Result<Option<Digest>, VolumeError> {
+    pub(crate) async fn delete(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+    ) -> Result<Option<Digest>, VolumeError> {
+        // In a write transaction: on SQLite that is this process's turn to
+        // write, rather than the busy handler's race against the writers
+        // that wait their turn.
+        let mut tx = self.db.begin_write().await?;
         let gone: Option<(String,)> =
-            sqlx::query_as("DELETE FROM files WHERE path = $1 RETURNING sha256")
+            sqlx::query_as("DELETE FROM files WHERE owner = $1 AND path = $2 RETURNING sha256")
+                .bind(owner.id())
                 .bind(path.as_str())
-                .fetch_optional(self.db.pool())
+                .fetch_optional(&mut **tx)
                 .await?;
+        tx.commit().await?;
         Ok(gone.and_then(|(hex,)| Digest::parse(&hex).ok()))
     }
 
@@ -186,21 +227,69 @@ impl Index {
     }
 
     /// One page of the entries directly under `prefix`: files, and folders
-    /// collapsed to one entry each, in path order, strictly after `after`.
+    /// collapsed to one entry each (whether they hold files or were made
+    /// empty), in path order, strictly after `after`.
     pub(crate) async fn list(
         &self,
+        owner: Owner,
         prefix: &Prefix,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Listing, VolumeError> {
         let limit = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
+        let (files, more_files) = self.list_files(owner, prefix, after, limit).await?;
+        let (folders, more_folders) = self.list_folders(owner, prefix, after, limit).await?;
+        // Both are sorted and at most `limit` long: merge them, a folder
+        // that holds files and was made on purpose appearing once.
+        let mut entries: Vec<Entry> = Vec::with_capacity(files.len() + folders.len());
+        let (mut files, mut folders) =
+            (files.into_iter().peekable(), folders.into_iter().peekable());
+        loop {
+            let next = match (files.peek(), folders.peek()) {
+                (Some(file), Some(folder)) if folder.as_str() < file.name() => {
+                    folders.next().map(Entry::Folder)
+                }
+                (Some(file), Some(folder)) if folder.as_str() == file.name() => {
+                    folders.next();
+                    files.next()
+                }
+                (Some(_), _) => files.next(),
+                (None, Some(_)) => folders.next().map(Entry::Folder),
+                (None, None) => break,
+            };
+            entries.extend(next);
+        }
+        let more = if entries.len() > limit {
+            entries.truncate(limit);
+            true
+        } else {
+            more_files || more_folders
+        };
+        let next_after = more
+            .then(|| entries.last().map(Entry::name).map(str::to_owned))
+            .flatten();
+        Ok(Listing {
+            entries,
+            next_after,
+        })
+    }
+
+    /// Up to `limit` entries under `prefix` from the files (a folder for
+    /// every sub-path), and whether there are more.
+    async fn list_files(
+        &self,
+        owner: Owner,
+        prefix: &Prefix,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Entry>, bool), VolumeError> {
         let upper = prefix.upper_bound();
         let mut lower = Lower::start(prefix, after);
         let mut entries = Vec::new();
 
         'pages: while entries.len() < limit {
             let wanted = limit - entries.len();
-            let rows = self.range(&lower, upper.as_deref(), wanted).await?;
+            let rows = self.range(owner, &lower, upper.as_deref(), wanted).await?;
             let exhausted = rows.len() < wanted;
             for row in rows {
                 let rest = &row.path[prefix.as_str().len()..];
@@ -219,24 +308,135 @@ impl Index {
                 }
             }
             if exhausted {
-                return Ok(Listing {
-                    entries,
-                    next_after: None,
-                });
+                return Ok((entries, false));
             }
         }
-        let more = !self.range(&lower, upper.as_deref(), 1).await?.is_empty();
-        let next_after = more
-            .then(|| entries.last().map(Entry::name).map(str::to_owned))
-            .flatten();
-        Ok(Listing {
-            entries,
-            next_after,
-        })
+        let more = !self
+            .range(owner, &lower, upper.as_deref(), 1)
+            .await?
+            .is_empty();
+        Ok((entries, more))
+    }
+
+    /// Up to `limit` folders directly under `prefix` from the folders made
+    /// on purpose (a deeper one shows as its top folder here), and whether
+    /// there are more.
+    async fn list_folders(
+        &self,
+        owner: Owner,
+        prefix: &Prefix,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<String>, bool), VolumeError> {
+        let upper = prefix.upper_bound();
+        let mut lower = match Lower::start(prefix, after) {
+            // The prefix's own row is not an entry under it.
+            Lower::Inclusive(bound) if bound == prefix.as_str() => Lower::Exclusive(bound),
+            other => other,
+        };
+        let mut folders = Vec::new();
+        while folders.len() < limit {
+            let Some(path) = self.folder_after(owner, &lower, upper.as_deref()).await? else {
+                return Ok((folders, false));
+            };
+            let rest = &path[prefix.as_str().len()..];
+            let slash = rest.find('/').unwrap_or(rest.len().saturating_sub(1));
+            let folder = format!("{}{}", prefix.as_str(), &rest[..=slash]);
+            lower = Lower::past_folder(&folder);
+            folders.push(folder);
+        }
+        let more = self
+            .folder_after(owner, &lower, upper.as_deref())
+            .await?
+            .is_some();
+        Ok((folders, more))
+    }
+
+    /// The first folder row past `lower` and before `upper`.
+    async fn folder_after(
+        &self,
+        owner: Owner,
+        lower: &Lower,
+        upper: Option<&str>,
+    ) -> Result<Option<String>, VolumeError> {
+        let (op, bound) = match lower {
+            Lower::Inclusive(bound) => (">=", bound),
+            Lower::Exclusive(bound) => (">", bound),
+        };
+        let upper_clause = if upper.is_some() { "AND path < $3" } else { "" };
+        let sql = format!(
+            "SELECT path FROM folders WHERE owner = $1 AND path {op} $2 {upper_clause} \
+             ORDER BY path LIMIT 1"
+        );
+        let mut query = sqlx::query_as(&sql).bind(owner.id()).bind(bound.as_str());
+        if let Some(upper) = upper {
+            query = query.bind(upper);
+        }
+        let row: Option<(String,)> = query.fetch_optional(self.db.pool()).await?;
+        Ok(row.map(|(path,)| path))
+    }
+
+    /// Make the folder `prefix` (not the root); whether it was new.
+    pub(crate) async fn make_folder(
+        &self,
+        owner: Owner,
+        prefix: &Prefix,
+        now_ms: i64,
+    ) -> Result<bool, VolumeError> {
+        let made = sqlx::query(
+            "INSERT INTO folders (owner, path, created_ms) VALUES ($1, $2, $3)
+             ON CONFLICT (owner, path) DO NOTHING",
+        )
+        .bind(owner.id())
+        .bind(prefix.as_str())
+        .bind(now_ms)
+        .execute(self.db.pool())
+        .await?;
+        Ok(made.rows_affected() > 0)
+    }
+
+    /// Remove everything under `prefix` (and its own row) in one
+    /// transaction: the digests the removed files named, and how many
+    /// files and folders went.
+    pub(crate) async fn delete_tree(
+        &self,
+        owner: Owner,
+        prefix: &Prefix,
+    ) -> Result<(Vec<Digest>, u64), VolumeError> {
+        let upper = prefix
+            .upper_bound()
+            .ok_or_else(|| VolumeError::NotFound("the root folder".into()))?;
+        let mut tx = self.db.begin_write().await?;
+        let files: Vec<(String,)> = sqlx::query_as(
+            "DELETE FROM files WHERE owner = $1 AND path >= $2 AND path < $3 RETURNING sha256",
+        )
+        .bind(owner.id())
+        .bind(prefix.as_str())
+        .bind(&upper)
+        .fetch_all(&mut **tx)
+        .await?;
+        let folders =
+            sqlx::query("DELETE FROM folders WHERE owner = $1 AND path >= $2 AND path < $3")
+                .bind(owner.id())
+                .bind(prefix.as_str())
+                .bind(&upper)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected();
+        tx.commit().await?;
+        let removed = files.len() as u64 + folders;
+        let mut digests: Vec<Digest> = files
+            .into_iter()
+            .filter_map(|(hex,)| Digest::parse(&hex).ok())
+            .collect();
+        digests.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        digests.dedup();
+        Ok((digests, removed))
     }
 
     async fn range(
         &self,
+        owner: Owner,
         lower: &Lower,
         upper: Option<&str>,
         limit: usize,
@@ -246,15 +446,15 @@ impl Index {
             Lower::Exclusive(bound) => (">", bound),
         };
         let (upper_clause, limit_param) = if upper.is_some() {
-            ("AND path < $2", "$3")
+            ("AND path < $3", "$4")
         } else {
-            ("", "$2")
+            ("", "$3")
         };
         let sql = format!(
-            "SELECT {COLUMNS} FROM files WHERE path {op} $1 {upper_clause} \
+            "SELECT {COLUMNS} FROM files WHERE owner = $1 AND path {op} $2 {upper_clause} \
              ORDER BY path LIMIT {limit_param}"
         );
-        let mut query = sqlx::query_as(&sql).bind(bound.as_str());
+        let mut query = sqlx::query_as(&sql).bind(owner.id()).bind(bound.as_str());
         if let Some(upper) = upper {
             query = query.bind(upper);
         }

@@ -13,6 +13,8 @@
 //!   removed: the lock that keeps reference counting safe across gateways.
 //! - [`samples`]: the estimator's memory samples ([`SampleStore`]), kept in
 //!   the same database.
+//! - [`accounts`]: users, tokens, sessions, share links and server secrets
+//!   ([`Accounts`]); every file lives in its [`Owner`]'s tree.
 //!
 //! Ordering is what keeps a crash harmless: a blob is complete in its store
 //! before the row that names it commits, and a blob is removed only after
@@ -22,6 +24,7 @@
 //! periodically) finishes all three. Identical content is stored once: a
 //! blob's reference count is the number of rows naming its digest.
 
+pub mod accounts;
 pub mod path;
 pub mod samples;
 
@@ -38,6 +41,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+pub use crate::accounts::{Accounts, Owner};
 use crate::blobs::BlobStore;
 pub use crate::blobs::{BlobReader, BlobUrl, S3Settings, StagedBlob};
 use crate::db::Database;
@@ -125,6 +129,8 @@ pub enum VolumeError {
     TooLarge(u64),
     #[error("the disk is full")]
     NoSpace,
+    #[error("storing {size} bytes would exceed the quota of {quota} bytes ({used} in use)")]
+    QuotaExceeded { quota: u64, used: u64, size: u64 },
     #[error("{context}: {source}")]
     Io {
         context: &'static str,
@@ -292,13 +298,14 @@ impl Volume {
     /// file row committed.
     pub async fn put(
         &self,
+        owner: Owner,
         path: &FilePath,
         mut staged: StagedBlob,
         digest: &Digest,
         content_type: &str,
         overwrite: bool,
     ) -> Result<FileMeta, VolumeError> {
-        if !overwrite && self.index.get(path).await?.is_some() {
+        if !overwrite && self.index.get(owner, path).await?.is_some() {
             return Err(VolumeError::AlreadyExists(path.to_string()));
         }
         let size = staged.len();
@@ -350,18 +357,23 @@ impl Volume {
                     }
                 }
             }
-            let upserted = self
-                .index
-                .upsert(
-                    &mut tx,
-                    path,
-                    size,
-                    digest,
-                    content_type,
-                    overwrite,
-                    now_ms(),
-                )
-                .await;
+            let upserted = match self.check_quota(&mut tx, owner, path, size).await {
+                Ok(()) => {
+                    self.index
+                        .upsert(
+                            &mut tx,
+                            owner,
+                            path,
+                            size,
+                            digest,
+                            content_type,
+                            overwrite,
+                            now_ms(),
+                        )
+                        .await
+                }
+                Err(error) => Err(error),
+            };
             return match upserted {
                 Ok(replaced) => {
                     tx.commit().await?;
@@ -371,7 +383,9 @@ impl Volume {
                     }
                     Ok(replaced.meta)
                 }
-                Err(error @ VolumeError::AlreadyExists(_)) => {
+                Err(
+                    error @ (VolumeError::AlreadyExists(_) | VolumeError::QuotaExceeded { .. }),
+                ) => {
                     // Keep the blob recorded, then let it go: nothing names it.
                     tx.commit().await?;
                     self.release_logged(digest).await;
@@ -382,6 +396,26 @@ impl Volume {
                 Err(error) => Err(error),
             };
         }
+    }
+
+    /// Refuse (with `QuotaExceeded`) to make `owner`'s `path` `size` bytes
+    /// when that takes the owner's files over their quota. Runs in the
+    /// write transaction that stores the file, holding the owner's row.
+    async fn check_quota(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        owner: Owner,
+        path: &FilePath,
+        size: u64,
+    ) -> Result<(), VolumeError> {
+        let Some(quota) = accounts::locked_quota(self.db(), tx, owner).await? else {
+            return Ok(());
+        };
+        let used = self.index.usage_except(tx, owner, path).await?;
+        if used.saturating_add(size) > quota {
+            return Err(VolumeError::QuotaExceeded { quota, used, size });
+        }
+        Ok(())
     }
 
     /// Sleep a little while another process removes blob `digest`; fails
@@ -399,23 +433,27 @@ impl Volume {
         Ok(pause)
     }
 
-    pub async fn stat(&self, path: &FilePath) -> Result<FileMeta, VolumeError> {
+    pub async fn stat(&self, owner: Owner, path: &FilePath) -> Result<FileMeta, VolumeError> {
         self.index
-            .get(path)
+            .get(owner, path)
             .await?
             .ok_or_else(|| VolumeError::NotFound(path.to_string()))
     }
 
     /// The metadata of `path` and its content, opened for reading a chunk at
     /// a time.
-    pub async fn read(&self, path: &FilePath) -> Result<(FileMeta, BlobReader), VolumeError> {
+    pub async fn read(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+    ) -> Result<(FileMeta, BlobReader), VolumeError> {
         // A concurrent replace may remove the blob between reading the row
         // and opening the blob; the row read again then names the new blob.
         const ATTEMPTS: usize = 3;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let meta = self.stat(path).await?;
+            let meta = self.stat(owner, path).await?;
             let digest = Digest::parse(&meta.sha256)?;
             match self.blobs.open_blob(&digest, meta.size).await? {
                 Some(reader) => return Ok((meta, reader)),
@@ -425,10 +463,10 @@ impl Volume {
         }
     }
 
-    pub async fn delete(&self, path: &FilePath) -> Result<(), VolumeError> {
+    pub async fn delete(&self, owner: Owner, path: &FilePath) -> Result<(), VolumeError> {
         let digest = self
             .index
-            .delete(path)
+            .delete(owner, path)
             .await?
             .ok_or_else(|| VolumeError::NotFound(path.to_string()))?;
         self.release_logged(&digest).await;
@@ -438,11 +476,35 @@ impl Volume {
     /// One page of what lies directly under `prefix`, strictly after `after`.
     pub async fn list(
         &self,
+        owner: Owner,
         prefix: &Prefix,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Listing, VolumeError> {
-        self.index.list(prefix, after, limit).await
+        self.index.list(owner, prefix, after, limit).await
+    }
+
+    /// Make the empty folder `prefix` in `owner`'s tree (it lists, and
+    /// stays, until deleted); whether it was new.
+    pub async fn make_folder(&self, owner: Owner, prefix: &Prefix) -> Result<bool, VolumeError> {
+        if prefix.as_str().is_empty() {
+            return Ok(false);
+        }
+        self.index.make_folder(owner, prefix, now_ms()).await
+    }
+
+    /// Delete the folder `prefix` and everything in it: files (their blobs
+    /// released once nothing names them) and folders. `NotFound` when
+    /// nothing was there; otherwise how many files and folders went.
+    pub async fn delete_folder(&self, owner: Owner, prefix: &Prefix) -> Result<u64, VolumeError> {
+        let (digests, removed) = self.index.delete_tree(owner, prefix).await?;
+        if removed == 0 {
+            return Err(VolumeError::NotFound(prefix.to_string()));
+        }
+        for digest in &digests {
+            self.release_logged(digest).await;
+        }
+        Ok(removed)
     }
 
     /// Whether blob `digest` is in the blob store.
@@ -570,6 +632,11 @@ impl Volume {
             tracing::info!(?report, "collected garbage");
         }
         Ok(report)
+    }
+
+    /// Users, tokens, sessions and share links, kept in the same database.
+    pub fn accounts(&self) -> Accounts {
+        Accounts::new(self.db().clone())
     }
 
     /// The estimator's samples, kept in the same database.

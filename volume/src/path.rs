@@ -32,6 +32,8 @@ pub enum PathError {
     EncodedTraversal,
     #[error("the path is not valid UTF-8 once percent-decoded")]
     NotUtf8,
+    #[error("the path has a `%` not followed by two hex digits")]
+    BadPercentEncoding,
 }
 
 /// A validated file path: non-empty `/`-separated names, no leading or
@@ -118,6 +120,16 @@ impl fmt::Display for Prefix {
 }
 
 fn decode(encoded: &str) -> Result<String, PathError> {
+    // RFC 3986 2.1: `%` begins a two-hex-digit escape, always. Lenient
+    // decoding would keep `%zz` as it is, and store a name a client cannot
+    // have meant.
+    let bytes = encoded.as_bytes();
+    for (at, _) in encoded.match_indices('%') {
+        let escape = bytes.get(at + 1..at + 3);
+        if !escape.is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit)) {
+            return Err(PathError::BadPercentEncoding);
+        }
+    }
     percent_decode_str(encoded)
         .decode_utf8()
         .map(|decoded| decoded.into_owned())
@@ -213,6 +225,17 @@ mod tests {
             Err(PathError::ControlCharacter)
         );
         assert_eq!(FilePath::from_url("%ff"), Err(PathError::NotUtf8));
+        for bad in ["bad%zz", "trunc%2", "%", "a%g0b"] {
+            assert_eq!(
+                FilePath::from_url(bad),
+                Err(PathError::BadPercentEncoding),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            FilePath::from_url("100%25").map(|p| p.0),
+            Ok("100%".to_owned())
+        );
     }
 
     #[test]

@@ -92,13 +92,20 @@ async fn staged(volume: &Volume, content: &[u8]) -> StagedBlob {
 async fn put(volume: &Volume, p: &str, content: &[u8]) -> Result<FileMeta, VolumeError> {
     let staged = staged(volume, content).await;
     volume
-        .put(&path(p), staged, &digest_of(content), "text/plain", true)
+        .put(
+            Owner::OPEN,
+            &path(p),
+            staged,
+            &digest_of(content),
+            "text/plain",
+            true,
+        )
         .await
 }
 
 /// The metadata and whole content of `p`.
 async fn read(volume: &Volume, p: &str) -> Result<(FileMeta, Vec<u8>), VolumeError> {
-    let (meta, mut reader) = volume.read(&path(p)).await?;
+    let (meta, mut reader) = volume.read(Owner::OPEN, &path(p)).await?;
     Ok((meta, reader.read_to_end().await?))
 }
 
@@ -118,15 +125,18 @@ async fn put_read_stat_delete(backend: &Backend) {
         (read_meta, content.as_slice()),
         (meta.clone(), &b"hello"[..])
     );
-    assert_eq!(volume.stat(&path("a/b.txt")).await.unwrap(), meta);
+    assert_eq!(
+        volume.stat(Owner::OPEN, &path("a/b.txt")).await.unwrap(),
+        meta
+    );
 
-    volume.delete(&path("a/b.txt")).await.unwrap();
+    volume.delete(Owner::OPEN, &path("a/b.txt")).await.unwrap();
     assert!(matches!(
-        volume.stat(&path("a/b.txt")).await,
+        volume.stat(Owner::OPEN, &path("a/b.txt")).await,
         Err(VolumeError::NotFound(_))
     ));
     assert!(matches!(
-        volume.delete(&path("a/b.txt")).await,
+        volume.delete(Owner::OPEN, &path("a/b.txt")).await,
         Err(VolumeError::NotFound(_))
     ));
     assert!(!exists(&volume, &digest_of(b"hello")).await);
@@ -148,6 +158,7 @@ async fn create_only_refuses_an_existing_path(backend: &Backend) {
     put(&volume, "f", b"one").await.unwrap();
     let refused = volume
         .put(
+            Owner::OPEN,
             &path("f"),
             staged(&volume, b"new").await,
             &digest_of(b"new"),
@@ -168,10 +179,10 @@ async fn identical_content_is_stored_once(backend: &Backend) {
     put(&volume, "y/z", b"same").await.unwrap();
     let blob = digest_of(b"same");
     assert!(exists(&volume, &blob).await);
-    volume.delete(&path("x")).await.unwrap();
+    volume.delete(Owner::OPEN, &path("x")).await.unwrap();
     assert!(exists(&volume, &blob).await);
     assert_eq!(read(&volume, "y/z").await.unwrap().1, b"same");
-    volume.delete(&path("y/z")).await.unwrap();
+    volume.delete(Owner::OPEN, &path("y/z")).await.unwrap();
     assert!(!exists(&volume, &blob).await);
 }
 
@@ -225,7 +236,7 @@ async fn concurrent_writers_of_one_content_never_lose_the_blob(backend: &Backend
             let mine = format!("p{round}");
             for _ in 0..10 {
                 put(&volume, &mine, b"shared").await.unwrap();
-                volume.delete(&path(&mine)).await.unwrap();
+                volume.delete(Owner::OPEN, &path(&mine)).await.unwrap();
             }
             put(&volume, &mine, b"shared").await.unwrap();
         }));
@@ -256,12 +267,15 @@ async fn listing_collapses_folders_and_pages(backend: &Backend) {
             .collect::<Vec<_>>()
     };
 
-    let root = volume.list(&Prefix::root(), None, 100).await.unwrap();
+    let root = volume
+        .list(Owner::OPEN, &Prefix::root(), None, 100)
+        .await
+        .unwrap();
     assert_eq!(names(&root), ["a.txt", "b/", "b0", "c/", "d.txt", "e/"]);
     assert_eq!(root.next_after, None);
 
     let inside = volume
-        .list(&Prefix::parse("b").unwrap(), None, 100)
+        .list(Owner::OPEN, &Prefix::parse("b").unwrap(), None, 100)
         .await
         .unwrap();
     assert_eq!(names(&inside), ["b/1", "b/2", "b/c/"]);
@@ -271,7 +285,7 @@ async fn listing_collapses_folders_and_pages(backend: &Backend) {
     let mut after = None;
     loop {
         let page = volume
-            .list(&Prefix::root(), after.as_deref(), 2)
+            .list(Owner::OPEN, &Prefix::root(), after.as_deref(), 2)
             .await
             .unwrap();
         assert!(page.entries.len() <= 2);
@@ -284,7 +298,7 @@ async fn listing_collapses_folders_and_pages(backend: &Backend) {
     assert_eq!(seen, names(&root));
 
     let empty = volume
-        .list(&Prefix::parse("nothing").unwrap(), None, 10)
+        .list(Owner::OPEN, &Prefix::parse("nothing").unwrap(), None, 10)
         .await
         .unwrap();
     assert!(empty.entries.is_empty());
@@ -356,7 +370,7 @@ async fn reads_come_in_chunks_and_stop_at_the_recorded_size(backend: &Backend) {
     let (_dir, volume) = backend.open().await;
     let content: Vec<u8> = (0..=255).cycle().take(10_000).collect();
     put(&volume, "big", &content).await.unwrap();
-    let (meta, mut reader) = volume.read(&path("big")).await.unwrap();
+    let (meta, mut reader) = volume.read(Owner::OPEN, &path("big")).await.unwrap();
     assert_eq!(meta.size, 10_000);
     let mut sizes = Vec::new();
     let mut all = Vec::new();
@@ -403,7 +417,7 @@ async fn two_gateways_racing_on_one_content_never_lose_a_blob(backend: &Backend)
                     .unwrap_or_else(|e| panic!("{mine}, round {round}: {e:?}"));
                 assert_eq!(read_back, content);
                 assert_eq!(meta.sha256, digest_of(content).as_str());
-                volume.delete(&path(&mine)).await.unwrap();
+                volume.delete(Owner::OPEN, &path(&mine)).await.unwrap();
             }
             put(&volume, &mine, contents[side % 2]).await.unwrap();
         }));
@@ -435,7 +449,7 @@ async fn an_unfinished_removal_is_finished_then_written_again(backend: &Backend)
     let digest = digest_of(b"interrupted");
     put(&volume, "f", b"interrupted").await.unwrap();
     // Drop the row and mark the blob as a stopped remover would have.
-    volume.index.delete(&path("f")).await.unwrap();
+    volume.index.delete(Owner::OPEN, &path("f")).await.unwrap();
     let mut tx = volume.db().begin_write().await.unwrap();
     ledger::mark_deleting(&mut tx, &digest, 0).await.unwrap();
     tx.commit().await.unwrap();
@@ -456,7 +470,7 @@ async fn a_stale_removal_is_taken_over_once(backend: &Backend) {
     let (_dir, volume) = backend.open().await;
     let digest = digest_of(b"taken over");
     put(&volume, "f", b"taken over").await.unwrap();
-    volume.index.delete(&path("f")).await.unwrap();
+    volume.index.delete(Owner::OPEN, &path("f")).await.unwrap();
     let mut tx = volume.db().begin_write().await.unwrap();
     ledger::mark_deleting(&mut tx, &digest, 0).await.unwrap();
     tx.commit().await.unwrap();
@@ -484,6 +498,7 @@ async fn create_only_admits_one_writer_per_new_path(backend: &Backend) {
                     let staged = staged(&volume, &content).await;
                     let outcome = volume
                         .put(
+                            Owner::OPEN,
                             &path(&name),
                             staged,
                             &digest_of(&content),
@@ -548,8 +563,318 @@ async fn a_blob_larger_than_one_part_round_trips(backend: &Backend) {
     let (meta, read_back) = read(&volume, "large").await.unwrap();
     assert_eq!(meta.size, content.len() as u64);
     assert!(read_back == content, "the large blob came back different");
-    volume.delete(&path("large")).await.unwrap();
+    volume.delete(Owner::OPEN, &path("large")).await.unwrap();
     assert!(!exists(&volume, &digest_of(&content)).await);
+}
+
+async fn add_user(volume: &Volume, name: &str, quota: Option<u64>) -> accounts::User {
+    volume
+        .accounts()
+        .add_user(&accounts::NewUser {
+            name,
+            password_hash: "$argon2id$placeholder",
+            admin: false,
+            quota,
+        })
+        .await
+        .unwrap()
+}
+
+async fn put_as(
+    volume: &Volume,
+    owner: Owner,
+    p: &str,
+    content: &[u8],
+) -> Result<FileMeta, VolumeError> {
+    let staged = staged(volume, content).await;
+    volume
+        .put(
+            owner,
+            &path(p),
+            staged,
+            &digest_of(content),
+            "text/plain",
+            true,
+        )
+        .await
+}
+
+async fn each_owner_has_their_own_tree(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let alice = add_user(&volume, "alice", None).await.owner();
+    let bob = add_user(&volume, "bob", None).await.owner();
+    put_as(&volume, alice, "a.txt", b"alice's").await.unwrap();
+    put_as(&volume, bob, "a.txt", b"bob's").await.unwrap();
+    put(&volume, "a.txt", b"open").await.unwrap();
+    let (alice_meta, _) = volume.read(alice, &path("a.txt")).await.unwrap();
+    assert_eq!(alice_meta.sha256, digest_of(b"alice's").as_str());
+    let (bob_meta, _) = volume.read(bob, &path("a.txt")).await.unwrap();
+    assert_eq!(bob_meta.sha256, digest_of(b"bob's").as_str());
+    put_as(&volume, alice, "only/alice.txt", b"x")
+        .await
+        .unwrap();
+    assert!(matches!(
+        volume.stat(bob, &path("only/alice.txt")).await,
+        Err(VolumeError::NotFound(_))
+    ));
+    assert!(matches!(
+        volume.delete(bob, &path("only/alice.txt")).await,
+        Err(VolumeError::NotFound(_))
+    ));
+    let names = |listing: Listing| -> Vec<String> {
+        listing
+            .entries
+            .iter()
+            .map(|e| e.name().to_owned())
+            .collect()
+    };
+    let bobs = volume.list(bob, &Prefix::root(), None, 10).await.unwrap();
+    assert_eq!(names(bobs), ["a.txt"]);
+    let alices = volume.list(alice, &Prefix::root(), None, 10).await.unwrap();
+    assert_eq!(names(alices), ["a.txt", "only/"]);
+    // Removing a user takes their files; the next collection their blobs.
+    assert!(volume.accounts().remove_user("alice").await.unwrap());
+    assert!(
+        volume
+            .list(alice, &Prefix::root(), None, 10)
+            .await
+            .unwrap()
+            .entries
+            .is_empty()
+    );
+    volume.collect_garbage().await.unwrap();
+    assert!(!exists(&volume, &digest_of(b"alice's")).await);
+    assert!(exists(&volume, &digest_of(b"bob's")).await);
+}
+
+async fn a_quota_refuses_what_would_exceed_it(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let carol = add_user(&volume, "carol", Some(10)).await.owner();
+    put_as(&volume, carol, "six", b"123456").await.unwrap();
+    let refused = put_as(&volume, carol, "five", b"12345").await;
+    assert!(
+        matches!(
+            refused,
+            Err(VolumeError::QuotaExceeded {
+                quota: 10,
+                used: 6,
+                size: 5
+            })
+        ),
+        "{refused:?}"
+    );
+    // Nothing of the refused upload stays: no row, and (collected) no blob.
+    assert!(matches!(
+        volume.stat(carol, &path("five")).await,
+        Err(VolumeError::NotFound(_))
+    ));
+    assert!(!exists(&volume, &digest_of(b"12345")).await);
+    // Replacing a file counts its new size instead of its old one.
+    put_as(&volume, carol, "six", b"1234567890").await.unwrap();
+    assert_eq!(volume.accounts().usage(carol).await.unwrap(), 10);
+    // The open tree has no quota.
+    put(&volume, "big", &[7; 64]).await.unwrap();
+}
+
+async fn accounts_keep_tokens_sessions_shares_and_secrets(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let accounts = volume.accounts();
+    assert_eq!(accounts.user_count().await.unwrap(), 0);
+    let dave = add_user(&volume, "dave", Some(1 << 20)).await;
+    assert!(matches!(
+        accounts
+            .add_user(&accounts::NewUser {
+                name: "dave",
+                password_hash: "x",
+                admin: true,
+                quota: None,
+            })
+            .await,
+        Err(VolumeError::AlreadyExists(_))
+    ));
+    assert_eq!(
+        accounts.user_named("dave").await.unwrap(),
+        Some(dave.clone())
+    );
+    accounts
+        .add_token(dave.id, "t1", "hash-1", "laptop")
+        .await
+        .unwrap();
+    assert_eq!(
+        accounts.token_user("hash-1").await.unwrap(),
+        Some(dave.clone())
+    );
+    assert_eq!(accounts.token_user("hash-2").await.unwrap(), None);
+    assert_eq!(accounts.tokens(dave.id).await.unwrap()[0].label, "laptop");
+    assert!(accounts.revoke_token("t1", "").await.unwrap());
+    assert_eq!(accounts.token_user("hash-1").await.unwrap(), None);
+
+    accounts
+        .add_session(dave.id, "s1", "csrf-1", now_ms() + 60_000)
+        .await
+        .unwrap();
+    accounts
+        .add_session(dave.id, "s0", "csrf-0", now_ms() - 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        accounts.session("s1").await.unwrap(),
+        Some((dave.clone(), "csrf-1".to_owned()))
+    );
+    assert_eq!(accounts.session("s0").await.unwrap(), None, "expired");
+    accounts.remove_session("s1").await.unwrap();
+    assert_eq!(accounts.session("s1").await.unwrap(), None);
+
+    accounts
+        .add_share("sh1", dave.owner(), &path("a/b.txt"), 7, None)
+        .await
+        .unwrap();
+    let share = accounts.share("sh1").await.unwrap().unwrap();
+    assert_eq!(
+        (share.owner, share.path.as_str()),
+        (dave.owner(), "a/b.txt")
+    );
+    assert!(share.is_live(now_ms()));
+    assert!(!accounts.revoke_share("sh1", Owner::OPEN).await.unwrap());
+    assert!(accounts.revoke_share("sh1", dave.owner()).await.unwrap());
+    assert_eq!(accounts.share("sh1").await.unwrap(), None);
+
+    let first = accounts.secret("share-key", "one").await.unwrap();
+    assert_eq!(first, "one");
+    assert_eq!(accounts.secret("share-key", "two").await.unwrap(), "one");
+    let users = accounts.users().await.unwrap();
+    assert_eq!(users.len(), 1);
+    // Sessions past the cap end the oldest.
+    for n in 0..accounts::MAX_SESSIONS_PER_USER + 3 {
+        let hash = format!("cap{n}");
+        accounts
+            .add_session(dave.id, &hash, "c", now_ms() + 60_000 + n)
+            .await
+            .unwrap();
+    }
+    assert_eq!(accounts.session("cap0").await.unwrap(), None);
+    assert!(accounts.session("cap34").await.unwrap().is_some());
+    // The open tree can be adopted by a user.
+    put(&volume, "open.txt", b"from the open tree")
+        .await
+        .unwrap();
+    assert_eq!(accounts.adopt_open_tree(dave.id).await.unwrap(), 1);
+    assert!(volume.stat(dave.owner(), &path("open.txt")).await.is_ok());
+    assert!(volume.stat(Owner::OPEN, &path("open.txt")).await.is_err());
+    assert!(accounts.remove_user("dave").await.unwrap());
+    assert!(!accounts.remove_user("dave").await.unwrap());
+    assert_eq!(accounts.user_count().await.unwrap(), 0);
+}
+
+async fn empty_folders_list_and_go_with_their_tree(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let folder = |p: &str| Prefix::parse(p).unwrap();
+    let names = |listing: Listing| -> Vec<String> {
+        listing
+            .entries
+            .iter()
+            .map(|e| e.name().to_owned())
+            .collect()
+    };
+    assert!(
+        volume
+            .make_folder(Owner::OPEN, &folder("empty"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !volume
+            .make_folder(Owner::OPEN, &folder("empty/"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        volume
+            .make_folder(Owner::OPEN, &folder("deep/er/est"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        volume
+            .make_folder(Owner::OPEN, &folder("docs"))
+            .await
+            .unwrap()
+    );
+    put(&volume, "docs/a.txt", b"a").await.unwrap();
+    put(&volume, "b.txt", b"b").await.unwrap();
+    put(&volume, "z/c.txt", b"c").await.unwrap();
+    let root = volume
+        .list(Owner::OPEN, &Prefix::root(), None, 100)
+        .await
+        .unwrap();
+    assert_eq!(names(root), ["b.txt", "deep/", "docs/", "empty/", "z/"]);
+    // Pages of two, across both sources.
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = volume
+            .list(Owner::OPEN, &Prefix::root(), after.as_deref(), 2)
+            .await
+            .unwrap();
+        after = page.next_after.clone();
+        seen.extend(names(page));
+        if after.is_none() {
+            break;
+        }
+    }
+    assert_eq!(seen, ["b.txt", "deep/", "docs/", "empty/", "z/"]);
+    let deep = volume
+        .list(Owner::OPEN, &folder("deep"), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(names(deep), ["deep/er/"]);
+    assert!(
+        volume
+            .list(Owner::OPEN, &folder("empty"), None, 10)
+            .await
+            .unwrap()
+            .entries
+            .is_empty()
+    );
+    // Other owners do not see them.
+    let other = Owner::user(add_user(&volume, "erin", None).await.id);
+    assert!(
+        volume
+            .list(other, &Prefix::root(), None, 10)
+            .await
+            .unwrap()
+            .entries
+            .is_empty()
+    );
+    // Deleting a folder takes its tree, and the blobs nothing else names.
+    assert_eq!(
+        volume
+            .delete_folder(Owner::OPEN, &folder("docs"))
+            .await
+            .unwrap(),
+        2
+    );
+    assert!(matches!(
+        volume.stat(Owner::OPEN, &path("docs/a.txt")).await,
+        Err(VolumeError::NotFound(_))
+    ));
+    assert!(!exists(&volume, &digest_of(b"a")).await);
+    assert_eq!(
+        volume
+            .delete_folder(Owner::OPEN, &folder("empty"))
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(matches!(
+        volume.delete_folder(Owner::OPEN, &folder("empty")).await,
+        Err(VolumeError::NotFound(_))
+    ));
+    let root = volume
+        .list(Owner::OPEN, &Prefix::root(), None, 100)
+        .await
+        .unwrap();
+    assert_eq!(names(root), ["b.txt", "deep/", "z/"]);
 }
 
 macro_rules! suite {
@@ -598,4 +923,8 @@ suite!(
     create_only_admits_one_writer_per_new_path,
     a_young_unrecorded_blob_is_left_alone,
     a_blob_larger_than_one_part_round_trips,
+    each_owner_has_their_own_tree,
+    a_quota_refuses_what_would_exceed_it,
+    accounts_keep_tokens_sessions_shares_and_secrets,
+    empty_folders_list_and_go_with_their_tree,
 );

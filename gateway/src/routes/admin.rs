@@ -1,9 +1,10 @@
 //! `/admin/...`: the pool's state, replacing an instance by hand, the
-//! estimator's state and settings, and the samples as CSV.
+//! estimator's state and settings, and the samples as CSV. Every route
+//! takes an [`Admin`]: a user without admin rights gets 403.
 
 use std::collections::BTreeMap;
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
@@ -12,10 +13,14 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use crate::AppState;
+use crate::auth::Admin;
 use crate::error::AppError;
 use crate::pool::{InstanceStatus, ReplaceReason};
 use crate::procstat::ProcessMemory;
 use crate::recycler::{EstimatorError, EstimatorReport, SettingsChange};
+
+/// Estimator settings are a few fields: anything larger is refused.
+const MAX_SETTINGS_BODY: usize = 64 << 10;
 
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
@@ -48,7 +53,7 @@ pub(crate) struct PoolReport {
     pub(crate) replacements: BTreeMap<ReplaceReason, u64>,
 }
 
-async fn pool(State(state): State<AppState>) -> Json<PoolReport> {
+async fn pool(_: Admin, State(state): State<AppState>) -> Json<PoolReport> {
     let instances = state.pool.instances();
     Json(PoolReport {
         total_memory_bytes: instances.iter().map(|i| i.memory_bytes).sum(),
@@ -68,6 +73,7 @@ async fn pool(State(state): State<AppState>) -> Json<PoolReport> {
 /// `POST /admin/pool/instances/{id}/replace`: drain the instance and replace
 /// it (at once if idle, else when its request ends). 202 when accepted.
 async fn replace(
+    _: Admin,
     State(state): State<AppState>,
     Path(id): Path<u64>,
 ) -> Result<StatusCode, AppError> {
@@ -79,16 +85,18 @@ async fn replace(
 }
 
 /// `GET /admin/estimator`.
-async fn estimator(State(state): State<AppState>) -> Json<EstimatorReport> {
+async fn estimator(_: Admin, State(state): State<AppState>) -> Json<EstimatorReport> {
     Json(state.recycler.report())
 }
 
 /// `PUT /admin/estimator` with a JSON body of any of `mode`, `method`,
 /// `alpha`, `threshold` (bytes). Answers with the new state.
 async fn change_estimator(
+    _: Admin,
     State(state): State<AppState>,
-    body: Bytes,
+    body: Body,
 ) -> Result<Json<EstimatorReport>, AppError> {
+    let body = super::read_small_body(body, MAX_SETTINGS_BODY).await?;
     let change: SettingsChange = serde_json::from_slice(&body)
         .map_err(|e| AppError::BadRequest(format!("invalid estimator settings: {e}")))?;
     state
@@ -112,6 +120,7 @@ struct SampleRange {
 /// `GET /admin/samples.csv[?from=MS&to=MS]`: every retained instance
 /// sample as `timestamp,instance,bytes`, what `estimator threshold` reads.
 async fn samples_csv(
+    _: Admin,
     State(state): State<AppState>,
     Query(range): Query<SampleRange>,
 ) -> Result<impl IntoResponse, AppError> {
@@ -128,6 +137,7 @@ async fn samples_csv(
 /// `GET /admin/process-samples.csv[?from=MS&to=MS]`: the gateway's own
 /// memory at every sampling round, `timestamp,rss_bytes,private_dirty_bytes`.
 async fn process_samples_csv(
+    _: Admin,
     State(state): State<AppState>,
     Query(range): Query<SampleRange>,
 ) -> Result<impl IntoResponse, AppError> {

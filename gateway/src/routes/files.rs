@@ -4,7 +4,9 @@
 //! instance with the request's bytes reserved, and only then lets the guest
 //! read the body from the socket (or stream a verified file back to it).
 //! Storage semantics (hashing, verification, conditional and range answers)
-//! live in the guest.
+//! live in the guest. Every handler takes a [`Caller`]: the files it reaches
+//! are its owner's, and no other tree's (another user's file is simply not
+//! found). `POST /files/{path}?share` makes a share link (see `share`).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -18,9 +20,10 @@ use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
-use volume::{FilePath, Prefix};
+use volume::{FilePath, Owner, Prefix};
 
 use crate::AppState;
+use crate::auth::Caller;
 use crate::error::AppError;
 use crate::pool::BodySize;
 use crate::runtime::bindings::exports::wasm_storage::storage::handler::{
@@ -52,7 +55,7 @@ pub(crate) fn router() -> Router<AppState> {
             get(get_file)
                 .head(head_file)
                 .put(store_file)
-                .post(store_file)
+                .post(post_file)
                 .delete(delete_file),
         )
 }
@@ -76,8 +79,8 @@ impl From<&FileMeta> for MetaView {
             size: meta.size,
             sha256: meta.sha256.clone(),
             content_type: meta.content_type.clone(),
-            created: humantime::format_rfc3339_millis(system_time(meta.created_ms)).to_string(),
-            modified: humantime::format_rfc3339_millis(system_time(meta.modified_ms)).to_string(),
+            created: rfc3339(meta.created_ms),
+            modified: rfc3339(meta.modified_ms),
         }
     }
 }
@@ -103,6 +106,42 @@ struct ListingView {
     /// Pass as `?after=` to get the next page; absent on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
     next_after: Option<String>,
+    /// A signed-in user's bytes in use and quota.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<Usage>,
+}
+
+/// `?meta`: the file's metadata, and a signed-in user's usage.
+#[derive(Debug, Serialize)]
+struct MetaAndUsage {
+    #[serde(flatten)]
+    meta: MetaView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<Usage>,
+}
+
+#[derive(Debug, Serialize)]
+struct Usage {
+    used: u64,
+    /// `null`: no quota.
+    quota: Option<u64>,
+}
+
+/// The usage to show `caller` (none on an open gateway).
+async fn usage(state: &AppState, caller: &Caller) -> Result<Option<Usage>, AppError> {
+    let Some(user) = caller.user() else {
+        return Ok(None);
+    };
+    let used = state
+        .volume
+        .accounts()
+        .usage(user.owner())
+        .await
+        .map_err(|error| AppError::from_volume(error, "usage"))?;
+    Ok(Some(Usage {
+        used,
+        quota: user.quota,
+    }))
 }
 
 #[derive(Debug, Deserialize)]
@@ -116,68 +155,89 @@ fn raw_path(uri: &Uri) -> &str {
     uri.path().strip_prefix("/files/").unwrap_or_default()
 }
 
-fn wants_meta(uri: &Uri) -> bool {
+/// Whether the query string has the parameter `name` (with or without a value).
+pub(crate) fn has_param(uri: &Uri, name: &str) -> bool {
     uri.query().is_some_and(|query| {
-        query
-            .split('&')
-            .any(|pair| pair == "meta" || pair.starts_with("meta="))
+        query.split('&').any(|pair| {
+            pair == name
+                || pair
+                    .strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('='))
+        })
     })
 }
 
 async fn list_root(
     state: State<AppState>,
+    caller: Caller,
     params: Query<ListParams>,
 ) -> Result<Response, AppError> {
-    list(state, Prefix::root(), params).await
+    list(state, caller, Prefix::root(), params).await
 }
 
 async fn get_file(
     state: State<AppState>,
+    caller: Caller,
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
     let raw = raw_path(&uri);
     if raw.ends_with('/') {
         let params = Query::try_from_uri(&uri).map_err(|e| AppError::BadRequest(e.body_text()))?;
-        return list(state, Prefix::from_url(raw)?, params).await;
+        return list(state, caller, Prefix::from_url(raw)?, params).await;
     }
     let path = FilePath::from_url(raw)?;
-    let meta_only = wants_meta(&uri);
-    let request = FetchRequest {
-        path: path.as_str().to_owned(),
-        want_body: !meta_only,
-        range: if meta_only {
-            None
-        } else {
-            parse_range(&headers)
-        },
-        if_none_match: if meta_only {
-            Vec::new()
-        } else {
-            parse_if_none_match(&headers)
-        },
-    };
-    if meta_only {
-        let (fetched, _) = fetch(&state, request, &path).await?;
-        return Ok(Json(MetaView::from(&fetched.meta)).into_response());
+    if has_param(&uri, "meta") {
+        let request = FetchRequest {
+            path: path.as_str().to_owned(),
+            want_body: false,
+            range: None,
+            if_none_match: Vec::new(),
+        };
+        let (fetched, _) = fetch(&state, caller.owner(), request, &path).await?;
+        return Ok(Json(MetaAndUsage {
+            meta: MetaView::from(&fetched.meta),
+            usage: usage(&state, &caller).await?,
+        })
+        .into_response());
     }
-    let (fetched, body) = fetch(&state, request, &path).await?;
-    Ok(file_response(&fetched.meta, fetched.body, body))
+    read_file(&state, caller.owner(), &path, &headers, Read::Content).await
 }
 
 async fn head_file(
-    state: State<AppState>,
+    State(state): State<AppState>,
+    caller: Caller,
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
     let path = FilePath::from_url(raw_path(&uri))?;
+    read_file(&state, caller.owner(), &path, &headers, Read::Headers).await
+}
+
+/// How a file is asked for: `GET` (the content) or `HEAD` (headers only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Read {
+    Content,
+    Headers,
+}
+
+/// `GET` or `HEAD` of `owner`'s file `path`: the whole of it or a range,
+/// verified, or 304 when `If-None-Match` matches.
+pub(crate) async fn read_file(
+    state: &AppState,
+    owner: Owner,
+    path: &FilePath,
+    headers: &HeaderMap,
+    read: Read,
+) -> Result<Response, AppError> {
+    let want_body = read == Read::Content;
     let request = FetchRequest {
         path: path.as_str().to_owned(),
-        want_body: false,
-        range: None,
-        if_none_match: parse_if_none_match(&headers),
+        want_body,
+        range: want_body.then(|| parse_range(headers)).flatten(),
+        if_none_match: parse_if_none_match(headers),
     };
-    let (fetched, body) = fetch(&state, request, &path).await?;
+    let (fetched, body) = fetch(state, owner, request, path).await?;
     Ok(file_response(&fetched.meta, fetched.body, body))
 }
 
@@ -186,6 +246,7 @@ async fn head_file(
 /// body, a chunk at a time.
 async fn fetch(
     state: &AppState,
+    owner: Owner,
     request: FetchRequest,
     path: &FilePath,
 ) -> Result<(Fetched, Body), AppError> {
@@ -193,7 +254,7 @@ async fn fetch(
     // the request reserves the file's size; an unknown path reserves
     // nothing and the guest answers 404.
     let body_size = if request.want_body {
-        match state.volume.stat(path).await {
+        match state.volume.stat(owner, path).await {
             Ok(meta) => BodySize::Known(meta.size),
             Err(_) => BodySize::None,
         }
@@ -205,7 +266,7 @@ async fn fetch(
     let (chunks, received) = mpsc::channel(ResponseSink::CHANNEL_CHUNKS);
     let answer = lease.spawn(move |instance| {
         Box::pin(async move {
-            let fetched = instance.fetch(request).await?;
+            let fetched = instance.fetch(owner, request).await?;
             let streams = matches!(
                 &fetched,
                 Ok(Fetched {
@@ -243,6 +304,22 @@ async fn fetch(
 
 fn file_response(meta: &FileMeta, fetched: FetchBody, body: Body) -> Response {
     let mut headers = HeaderMap::new();
+    // Stored content is the uploader's, served from this origin: never let
+    // a browser run it here (it could read the viewer's session), sniff a
+    // type into it, or a shared cache hand one user's file to another.
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox; default-src 'none'"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private"));
+    headers.insert(
+        header::VARY,
+        HeaderValue::from_static("Authorization, Cookie"),
+    );
     insert(&mut headers, header::ETAG, &format!("\"{}\"", meta.sha256));
     insert(
         &mut headers,
@@ -279,15 +356,21 @@ fn content_headers(headers: &mut HeaderMap, meta: &FileMeta, length: u64) {
 
 async fn list(
     State(state): State<AppState>,
+    caller: Caller,
     prefix: Prefix,
     Query(params): Query<ListParams>,
 ) -> Result<Response, AppError> {
     let limit = params.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
     let lease = state.pool.lease(BodySize::None).await?;
     let listed = prefix.as_str().to_owned();
+    let owner = caller.owner();
     let listing = lease
         .run(move |instance| {
-            Box::pin(async move { instance.list(&listed, params.after.as_deref(), limit).await })
+            Box::pin(async move {
+                instance
+                    .list(owner, &listed, params.after.as_deref(), limit)
+                    .await
+            })
         })
         .await?
         .map_err(|error| AppError::from_handler(error, prefix.as_str()))?;
@@ -309,12 +392,58 @@ async fn list(
         prefix: prefix.as_str().to_owned(),
         entries,
         next_after: listing.next_after,
+        usage: usage(&state, &caller).await?,
     })
     .into_response())
 }
 
+/// `POST /files/{path}`: store, or with `?share` make a share link.
+async fn post_file(
+    state: State<AppState>,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, AppError> {
+    if has_param(&uri, "share") {
+        let path = FilePath::from_url(raw_path(&uri))?;
+        return super::share::create(&state, &caller, &path, &uri, &headers).await;
+    }
+    let raw = raw_path(&uri);
+    if has_param(&uri, "folder") {
+        if !raw.ends_with('/') {
+            return Err(AppError::BadRequest(
+                "?folder makes a folder: its path ends with /".into(),
+            ));
+        }
+        return make_folder(&state, &caller, &Prefix::from_url(raw)?).await;
+    }
+    store_file(state, caller, uri, headers, body).await
+}
+
+/// `POST /files/{dir}/?folder`: make an empty folder (201; 200 if it was
+/// made before). It lists, and stays, until deleted.
+async fn make_folder(
+    state: &AppState,
+    caller: &Caller,
+    folder: &Prefix,
+) -> Result<Response, AppError> {
+    let made = state
+        .volume
+        .make_folder(caller.owner(), folder)
+        .await
+        .map_err(|error| AppError::from_volume(error, folder.as_str()))?;
+    let status = if made {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(serde_json::json!({ "path": folder.as_str() }))).into_response())
+}
+
 async fn store_file(
     State(state): State<AppState>,
+    caller: Caller,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
@@ -326,14 +455,25 @@ async fn store_file(
         ));
     }
     let path = FilePath::from_url(raw)?;
-    let limit = state.max_body;
+    let owner = caller.owner();
     // Refuse a declared oversize body before reading a byte of it.
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|declared| declared > limit) {
-        return Err(AppError::BodyTooLarge { limit });
+    if declared.is_some_and(|declared| declared > state.max_body) {
+        return Err(AppError::BodyTooLarge {
+            limit: state.max_body,
+        });
     }
+    // The same for the quota: what is left of it (plus the file this
+    // replaces). The volume checks again as it commits, under a lock.
+    let room = quota_room(&state, &caller, &path).await?;
+    if let Some(room) = room
+        && declared.is_some_and(|declared| declared > room)
+    {
+        return Err(quota_exceeded(room));
+    }
+    let limit = room.map_or(state.max_body, |room| room.min(state.max_body));
     // Wait for memory and an instance holding no body: until then the
     // client is held by TCP back-pressure.
     let lease = state
@@ -355,9 +495,13 @@ async fn store_file(
         create_only: parse_if_none_match(&headers).iter().any(|tag| tag == "*"),
     };
     let meta = lease
-        .run(move |instance| Box::pin(instance.store(request, upload)))
+        .run(move |instance| Box::pin(instance.store(owner, request, upload)))
         .await?
-        .map_err(|error| AppError::from_handler(error, path.as_str()))?;
+        .map_err(|error| match AppError::from_handler(error, path.as_str()) {
+            // An undeclared body cut off at what the quota left.
+            AppError::BodyTooLarge { limit } if limit < state.max_body => quota_exceeded(limit),
+            other => other,
+        })?;
     // A new file keeps created == modified; a replaced one keeps its creation.
     let status = if meta.created_ms == meta.modified_ms {
         StatusCode::CREATED
@@ -375,12 +519,64 @@ async fn store_file(
     Ok((status, response_headers, Json(MetaView::from(&meta))).into_response())
 }
 
-async fn delete_file(State(state): State<AppState>, uri: Uri) -> Result<Response, AppError> {
-    let path = FilePath::from_url(raw_path(&uri))?;
+/// The bytes `caller` may still store at `path` (their quota, less what
+/// their other files take); `None` without a quota.
+async fn quota_room(
+    state: &AppState,
+    caller: &Caller,
+    path: &FilePath,
+) -> Result<Option<u64>, AppError> {
+    let Some(quota) = caller.user().and_then(|user| user.quota) else {
+        return Ok(None);
+    };
+    let owner = caller.owner();
+    let used = state
+        .volume
+        .accounts()
+        .usage(owner)
+        .await
+        .map_err(|error| AppError::from_volume(error, path.as_str()))?;
+    let replaced = state
+        .volume
+        .stat(owner, path)
+        .await
+        .map_or(0, |meta| meta.size);
+    Ok(Some(quota.saturating_sub(used.saturating_sub(replaced))))
+}
+
+fn quota_exceeded(room: u64) -> AppError {
+    AppError::QuotaExceeded(format!(
+        "the upload is larger than the {room} bytes left of your quota"
+    ))
+}
+
+async fn delete_file(
+    State(state): State<AppState>,
+    caller: Caller,
+    uri: Uri,
+) -> Result<Response, AppError> {
+    let raw = raw_path(&uri);
+    if has_param(&uri, "recursive") && !raw.ends_with('/') {
+        return Err(AppError::BadRequest(
+            "?recursive deletes a folder: its path ends with /".into(),
+        ));
+    }
+    if raw.ends_with('/') && has_param(&uri, "recursive") {
+        // `DELETE /files/{dir}/?recursive`: the folder and all it holds.
+        let folder = Prefix::from_url(raw)?;
+        state
+            .volume
+            .delete_folder(caller.owner(), &folder)
+            .await
+            .map_err(|error| AppError::from_volume(error, folder.as_str()))?;
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    let path = FilePath::from_url(raw)?;
     let lease = state.pool.lease(BodySize::None).await?;
     let deleted = path.as_str().to_owned();
+    let owner = caller.owner();
     lease
-        .run(move |instance| Box::pin(async move { instance.delete(&deleted).await }))
+        .run(move |instance| Box::pin(async move { instance.delete(owner, &deleted).await }))
         .await?
         .map_err(|error| AppError::from_handler(error, path.as_str()))?;
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -388,7 +584,7 @@ async fn delete_file(State(state): State<AppState>, uri: Uri) -> Result<Response
 
 /// A single `bytes=` range; anything else (several ranges, another unit, bad
 /// syntax) is ignored, as RFC 9110 allows, and the whole file is sent.
-fn parse_range(headers: &HeaderMap) -> Option<ByteRange> {
+pub(crate) fn parse_range(headers: &HeaderMap) -> Option<ByteRange> {
     let spec = headers
         .get(header::RANGE)?
         .to_str()
@@ -413,7 +609,7 @@ fn parse_range(headers: &HeaderMap) -> Option<ByteRange> {
 
 /// Entity tags from `If-None-Match`, unquoted and with any `W/` dropped
 /// (weak comparison, as RFC 9110 asks for this header).
-fn parse_if_none_match(headers: &HeaderMap) -> Vec<String> {
+pub(crate) fn parse_if_none_match(headers: &HeaderMap) -> Vec<String> {
     headers
         .get_all(header::IF_NONE_MATCH)
         .iter()
@@ -432,6 +628,11 @@ fn insert(headers: &mut HeaderMap, name: header::HeaderName, value: &str) {
     if let Ok(value) = HeaderValue::from_str(value) {
         headers.insert(name, value);
     }
+}
+
+/// Unix milliseconds as RFC 3339, UTC, to the millisecond.
+pub(crate) fn rfc3339(ms: i64) -> String {
+    humantime::format_rfc3339_millis(system_time(ms)).to_string()
 }
 
 fn system_time(ms: i64) -> SystemTime {

@@ -9,7 +9,7 @@
 //! holds more than a chunk or two of any body.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt as _;
@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use wasmtime::component::{Resource, ResourceTable, ResourceTableError};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use volume::{BlobReader, FilePath, Prefix, StagedBlob, Volume, VolumeError};
+use volume::{BlobReader, FilePath, Owner, Prefix, StagedBlob, Volume, VolumeError};
 
 use super::bindings;
 use super::bindings::wasm_storage::storage::body::BodyError;
@@ -30,12 +30,19 @@ pub struct HostState {
     table: ResourceTable,
     limiter: MemoryLimiter,
     volume: Arc<Volume>,
-    /// How long a body may wait on the client for its next chunk.
-    stall_timeout: Duration,
+    /// The tree this call's volume operations reach: set by every call
+    /// into the guest and cleared after it, so a guest can never name
+    /// another owner's files (and none outside a call).
+    owner: Option<Owner>,
+    /// How slow a client may move a body.
+    pace: Pace,
     /// Body bytes moved so far, and the count at the last deadline check:
     /// a request that moves bytes is making progress.
     progress: u64,
     progress_seen: u64,
+    /// A body call just gave up on a slow client: the guest gets a full
+    /// deadline to answer that, rather than racing the same timeout.
+    gave_up_on_client: bool,
 }
 
 impl std::fmt::Debug for HostState {
@@ -47,20 +54,32 @@ impl std::fmt::Debug for HostState {
 }
 
 impl HostState {
-    pub(super) fn new(
-        volume: Arc<Volume>,
-        limiter: MemoryLimiter,
-        stall_timeout: Duration,
-    ) -> Self {
+    pub(super) fn new(volume: Arc<Volume>, limiter: MemoryLimiter, pace: Pace) -> Self {
         Self {
             wasi: WasiCtx::builder().inherit_stderr().build(),
             table: ResourceTable::new(),
             limiter,
             volume,
-            stall_timeout,
+            owner: None,
+            pace,
             progress: 0,
             progress_seen: 0,
+            gave_up_on_client: false,
         }
+    }
+
+    /// Begin a call for `owner`: scope its volume operations to that tree,
+    /// and forget what the previous call left of its progress.
+    pub(super) fn begin_call(&mut self, owner: Option<Owner>) {
+        self.owner = owner;
+        self.progress_seen = self.progress;
+        self.gave_up_on_client = false;
+    }
+
+    /// The tree the call in progress may reach.
+    fn owner(&self) -> Result<Owner, wit::VolumeError> {
+        self.owner
+            .ok_or_else(|| wit::VolumeError::Internal("a volume call outside a request".into()))
     }
 
     pub(super) fn limiter(&self) -> &MemoryLimiter {
@@ -79,7 +98,7 @@ impl HostState {
     pub(super) fn progress_since_last_look(&mut self) -> bool {
         let moved = self.progress != self.progress_seen;
         self.progress_seen = self.progress;
-        moved
+        moved || std::mem::take(&mut self.gave_up_on_client)
     }
 
     pub(super) fn push<T: Send + 'static>(
@@ -103,6 +122,58 @@ impl WasiView for HostState {
     }
 }
 
+/// How slow a client may be with a body, either way: silent for at most
+/// `stall`, and, past [`Pace::GRACE`], never slower on average than
+/// `min_rate` bytes per second (0: no minimum). A slow client holds an
+/// instance, so this bounds what a trickle can cost.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    pub stall: Duration,
+    pub min_rate: u64,
+}
+
+impl Pace {
+    /// Time any body gets before the minimum rate applies.
+    pub const GRACE: Duration = Duration::from_secs(10);
+
+    /// By when the next bytes must have moved, for a transfer that started
+    /// at `started` and has moved `moved` bytes; and why.
+    fn deadline(&self, started: Instant, moved: u64) -> (Instant, Slowness) {
+        let stall = Instant::now() + self.stall;
+        if self.min_rate == 0 {
+            return (stall, Slowness::Silent(self.stall));
+        }
+        let earned = Duration::try_from_secs_f64(moved as f64 / self.min_rate as f64)
+            .unwrap_or(Duration::MAX);
+        let rate = started
+            .checked_add(Self::GRACE.saturating_add(earned))
+            .unwrap_or(stall);
+        if rate < stall {
+            (rate, Slowness::BelowRate(self.min_rate))
+        } else {
+            (stall, Slowness::Silent(self.stall))
+        }
+    }
+}
+
+/// Why a body's deadline passed.
+#[derive(Debug, Clone, Copy)]
+enum Slowness {
+    Silent(Duration),
+    BelowRate(u64),
+}
+
+impl Slowness {
+    fn error(self, direction: &str) -> BodyError {
+        BodyError::TimedOut(match self {
+            Self::Silent(stall) => format!("the client {direction} nothing for {stall:?}"),
+            Self::BelowRate(rate) => {
+                format!("the client {direction} the body slower than {rate} bytes per second")
+            }
+        })
+    }
+}
+
 /// An upload's body, read from the client only as the guest asks for it.
 #[derive(Debug)]
 pub struct Upload {
@@ -116,6 +187,8 @@ pub struct Upload {
     /// Read from the socket, not yet given to the guest.
     pending: Bytes,
     ended: bool,
+    /// When the guest first asked for bytes.
+    started: Option<Instant>,
 }
 
 impl Upload {
@@ -135,23 +208,23 @@ impl Upload {
             received: 0,
             pending: Bytes::new(),
             ended: false,
+            started: None,
         }
     }
 
     /// Up to `max` bytes: as many frames as it takes, or what is left.
-    async fn read(&mut self, max: usize, stall: Duration) -> Result<Vec<u8>, BodyError> {
+    async fn read(&mut self, max: usize, pace: Pace) -> Result<Vec<u8>, BodyError> {
+        let started = *self.started.get_or_insert_with(Instant::now);
         let mut chunk = BytesMut::new();
         while chunk.len() < max {
             if self.pending.is_empty() {
                 if self.ended {
                     break;
                 }
-                match tokio::time::timeout(stall, self.body.next()).await {
-                    Err(_) => {
-                        return Err(BodyError::Aborted(format!(
-                            "the client sent nothing for {stall:?}"
-                        )));
-                    }
+                let moved = self.received + chunk.len() as u64;
+                let (deadline, slowness) = pace.deadline(started, moved);
+                match tokio::time::timeout_at(deadline.into(), self.body.next()).await {
+                    Err(_) => return Err(slowness.error("sent")),
                     Ok(None) => {
                         self.ended = true;
                         continue;
@@ -176,7 +249,7 @@ impl Upload {
             .as_mut()
             .ok_or_else(|| BodyError::Internal("the upload was already stored".into()))?;
         staged.write(&chunk).await.map_err(|error| match error {
-            VolumeError::NoSpace => BodyError::Internal("the disk is full".into()),
+            VolumeError::NoSpace => BodyError::NoSpace,
             other => internal_body_error(other),
         })?;
         Ok(chunk.into())
@@ -195,6 +268,8 @@ pub struct Content {
 #[derive(Debug)]
 pub struct ResponseSink {
     sender: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    started: Instant,
+    sent: u64,
 }
 
 impl ResponseSink {
@@ -202,7 +277,11 @@ impl ResponseSink {
     pub const CHANNEL_CHUNKS: usize = 2;
 
     pub fn new(sender: mpsc::Sender<Result<Bytes, std::io::Error>>) -> Self {
-        Self { sender }
+        Self {
+            sender,
+            started: Instant::now(),
+            sent: 0,
+        }
     }
 }
 
@@ -214,9 +293,11 @@ impl bindings::wasm_storage::storage::body::HostUpload for HostState {
     }
 
     async fn read(&mut self, upload: Resource<Upload>, max: u32) -> Result<Vec<u8>, BodyError> {
-        let stall = self.stall_timeout;
+        let pace = self.pace;
         let upload = self.table.get_mut(&upload).map_err(internal_body_error)?;
-        let chunk = upload.read(max as usize, stall).await?;
+        let chunk = upload.read(max as usize, pace).await.inspect_err(|error| {
+            self.gave_up_on_client = matches!(error, BodyError::TimedOut(_));
+        })?;
         self.progress += chunk.len() as u64;
         Ok(chunk)
     }
@@ -251,15 +332,20 @@ impl bindings::wasm_storage::storage::body::HostResponse for HostState {
         out: Resource<ResponseSink>,
         chunk: Vec<u8>,
     ) -> Result<(), BodyError> {
-        let stall = self.stall_timeout;
-        let sink = self.table.get(&out).map_err(internal_body_error)?;
+        let pace = self.pace;
+        let sink = self.table.get_mut(&out).map_err(internal_body_error)?;
         let len = chunk.len() as u64;
-        match tokio::time::timeout(stall, sink.sender.send(Ok(Bytes::from(chunk)))).await {
-            Err(_) => Err(BodyError::Aborted(format!(
-                "the client read nothing for {stall:?}"
-            ))),
+        let (deadline, slowness) = pace.deadline(sink.started, sink.sent);
+        match tokio::time::timeout_at(deadline.into(), sink.sender.send(Ok(Bytes::from(chunk))))
+            .await
+        {
+            Err(_) => {
+                self.gave_up_on_client = true;
+                Err(slowness.error("read"))
+            }
             Ok(Err(_)) => Err(BodyError::Aborted("the client went away".into())),
             Ok(Ok(())) => {
+                sink.sent += len;
                 self.progress += len;
                 Ok(())
             }
@@ -288,6 +374,7 @@ impl bindings::wasm_storage::storage::volume::Host for HostState {
         content_type: String,
         overwrite: bool,
     ) -> Result<FileMeta, wit::VolumeError> {
+        let owner = self.owner()?;
         let path = parse_path(&path)?;
         let digest = volume::Digest::parse(&sha256).map_err(to_wit_error)?;
         let upload = self
@@ -304,7 +391,7 @@ impl bindings::wasm_storage::storage::volume::Host for HostState {
             .take()
             .ok_or_else(|| wit::VolumeError::Internal("the upload was already stored".into()))?;
         self.volume
-            .put(&path, staged, &digest, &content_type, overwrite)
+            .put(owner, &path, staged, &digest, &content_type, overwrite)
             .await
             .map(to_wit_meta)
             .map_err(to_wit_error)
@@ -313,7 +400,7 @@ impl bindings::wasm_storage::storage::volume::Host for HostState {
     async fn stat(&mut self, path: String) -> Result<FileMeta, wit::VolumeError> {
         let path = parse_path(&path)?;
         self.volume
-            .stat(&path)
+            .stat(self.owner()?, &path)
             .await
             .map(to_wit_meta)
             .map_err(to_wit_error)
@@ -324,7 +411,11 @@ impl bindings::wasm_storage::storage::volume::Host for HostState {
         path: String,
     ) -> Result<(FileMeta, Resource<Content>), wit::VolumeError> {
         let path = parse_path(&path)?;
-        let (meta, reader) = self.volume.read(&path).await.map_err(to_wit_error)?;
+        let (meta, reader) = self
+            .volume
+            .read(self.owner()?, &path)
+            .await
+            .map_err(to_wit_error)?;
         let content = self
             .table
             .push(Content { reader })
@@ -334,7 +425,10 @@ impl bindings::wasm_storage::storage::volume::Host for HostState {
 
     async fn delete(&mut self, path: String) -> Result<(), wit::VolumeError> {
         let path = parse_path(&path)?;
-        self.volume.delete(&path).await.map_err(to_wit_error)
+        self.volume
+            .delete(self.owner()?, &path)
+            .await
+            .map_err(to_wit_error)
     }
 
     async fn list(
@@ -347,7 +441,7 @@ impl bindings::wasm_storage::storage::volume::Host for HostState {
             Prefix::parse(&prefix).map_err(|e| wit::VolumeError::InvalidPath(e.to_string()))?;
         let listing = self
             .volume
-            .list(&prefix, after.as_deref(), limit)
+            .list(self.owner()?, &prefix, after.as_deref(), limit)
             .await
             .map_err(to_wit_error)?;
         Ok(Listing {
@@ -386,11 +480,44 @@ fn to_wit_error(error: VolumeError) -> wit::VolumeError {
         VolumeError::NoSpace => wit::VolumeError::NoSpace,
         VolumeError::InvalidPath(e) => wit::VolumeError::InvalidPath(e.to_string()),
         busy @ VolumeError::Busy(_) => wit::VolumeError::Busy(busy.to_string()),
+        quota @ VolumeError::QuotaExceeded { .. } => {
+            wit::VolumeError::QuotaExceeded(quota.to_string())
+        }
         other => {
             // The detail stays in the log; the guest (and so the client)
             // sees only that the volume failed.
             tracing::error!(error = %other, "volume operation failed");
             wit::VolumeError::Internal(other.to_string())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_must_keep_up_the_minimum_rate_after_the_grace() {
+        let pace = Pace {
+            stall: Duration::from_secs(60),
+            min_rate: 1000,
+        };
+        let started = Instant::now();
+        // Nothing moved yet: the grace, then the rate applies.
+        let (deadline, why) = pace.deadline(started, 0);
+        assert!(matches!(why, Slowness::BelowRate(1000)));
+        assert_eq!(deadline, started + Pace::GRACE);
+        // 5000 bytes earn five more seconds.
+        let (deadline, _) = pace.deadline(started, 5000);
+        assert_eq!(deadline, started + Pace::GRACE + Duration::from_secs(5));
+        // Far ahead of the rate, the stall timeout is what binds.
+        let (_, why) = pace.deadline(started, 10_000_000);
+        assert!(matches!(why, Slowness::Silent(_)));
+        // No minimum: only the stall timeout.
+        let open = Pace {
+            min_rate: 0,
+            ..pace
+        };
+        assert!(matches!(open.deadline(started, 0).1, Slowness::Silent(_)));
     }
 }

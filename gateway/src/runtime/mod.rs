@@ -25,7 +25,7 @@ use wasmtime::{
     UpdateDeadline,
 };
 
-use volume::Volume;
+use volume::{Owner, Volume};
 
 use crate::budget::{MemoryBudget, Reservation};
 use host::{HostState, ResponseSink, Upload};
@@ -79,6 +79,9 @@ pub struct RuntimeLimits {
     /// no body bytes moved, or waiting on a client that sends or reads
     /// nothing.
     pub request_timeout: Duration,
+    /// Slowest a client may move a body on average, in bytes per second,
+    /// once [`host::Pace::GRACE`] has passed (0: no minimum).
+    pub min_body_rate: u64,
 }
 
 /// The compiled storage component and everything needed to instantiate it.
@@ -141,7 +144,14 @@ impl Runtime {
         let memory = limiter.gauge();
         let mut store = Store::new(
             &self.engine,
-            HostState::new(self.volume.clone(), limiter, self.limits.request_timeout),
+            HostState::new(
+                self.volume.clone(),
+                limiter,
+                host::Pace {
+                    stall: self.limits.request_timeout,
+                    min_rate: self.limits.min_body_rate,
+                },
+            ),
         );
         store.limiter(|state| state.limiter_mut());
         // A request is interrupted when a whole timeout passes in the guest
@@ -262,9 +272,14 @@ impl WasmInstance {
         self.store.data_mut().limiter_mut().return_unspent();
     }
 
-    /// Read `upload` into the instance, hash it, and store it.
-    pub async fn store(&mut self, request: StoreRequest, upload: Upload) -> CallResult<FileMeta> {
-        self.start_call();
+    /// Read `upload` into the instance, hash it, and store it in `owner`'s tree.
+    pub async fn store(
+        &mut self,
+        owner: Owner,
+        request: StoreRequest,
+        upload: Upload,
+    ) -> CallResult<FileMeta> {
+        self.start_call(owner);
         let body = self.store.data_mut().push(upload).map_err(trap)?;
         let borrowed = Resource::new_borrow(body.rep());
         let outcome = self
@@ -279,8 +294,8 @@ impl WasmInstance {
 
     /// Answer a read from metadata, or read and verify the content, which
     /// then waits in the instance for [`WasmInstance::send_body`].
-    pub async fn fetch(&mut self, request: FetchRequest) -> CallResult<Fetched> {
-        self.start_call();
+    pub async fn fetch(&mut self, owner: Owner, request: FetchRequest) -> CallResult<Fetched> {
+        self.start_call(owner);
         let outcome = self
             .bindings
             .wasm_storage_storage_handler()
@@ -291,7 +306,10 @@ impl WasmInstance {
 
     /// Stream what the last fetch prepared into `sink`.
     pub async fn send_body(&mut self, sink: ResponseSink) -> CallResult<(), BodyError> {
-        self.start_call();
+        // Streams what `fetch` prepared; its volume calls ran already, and
+        // it may make none.
+        self.store.set_epoch_deadline(self.deadline_ticks);
+        self.store.data_mut().begin_call(None);
         let out = self.store.data_mut().push(sink).map_err(trap)?;
         let borrowed = Resource::new_borrow(out.rep());
         let outcome = self
@@ -303,8 +321,8 @@ impl WasmInstance {
         self.classify(outcome)
     }
 
-    pub async fn delete(&mut self, path: &str) -> CallResult<()> {
-        self.start_call();
+    pub async fn delete(&mut self, owner: Owner, path: &str) -> CallResult<()> {
+        self.start_call(owner);
         let outcome = self
             .bindings
             .wasm_storage_storage_handler()
@@ -315,11 +333,12 @@ impl WasmInstance {
 
     pub async fn list(
         &mut self,
+        owner: Owner,
         prefix: &str,
         after: Option<&str>,
         limit: u32,
     ) -> CallResult<Listing> {
-        self.start_call();
+        self.start_call(owner);
         let outcome = self
             .bindings
             .wasm_storage_storage_handler()
@@ -328,8 +347,10 @@ impl WasmInstance {
         self.classify(outcome)
     }
 
-    fn start_call(&mut self) {
+    /// Arm the call's deadline and scope its volume operations to `owner`.
+    fn start_call(&mut self, owner: Owner) {
         self.store.set_epoch_deadline(self.deadline_ticks);
+        self.store.data_mut().begin_call(Some(owner));
     }
 
     fn classify<T, E>(&self, outcome: wasmtime::Result<Result<T, E>>) -> CallResult<T, E> {

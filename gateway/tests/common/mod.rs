@@ -57,6 +57,21 @@ impl TestServer {
         }
     }
 
+    /// Create a user in this server's database (as `gateway user add` does).
+    pub async fn add_user(&self, name: &str, password: &str, admin: bool, quota: Option<u64>) {
+        gateway::cli::add_user(self.state.auth.accounts(), name, password, admin, quota)
+            .await
+            .unwrap();
+    }
+
+    /// A new API token for `name` (as `gateway token create` prints).
+    pub async fn create_token(&self, name: &str) -> String {
+        gateway::cli::create_token(self.state.auth.accounts(), name, "test")
+            .await
+            .unwrap()
+            .0
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
@@ -113,7 +128,7 @@ impl TestServer {
     pub async fn raw_status(&self, request_line: &str) -> u16 {
         let mut stream = TcpStream::connect(self.addr).await.unwrap();
         let request = format!(
-            "{request_line}\r\nHost: test\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+            "{request_line}\r\nHost: localhost\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
         );
         stream.write_all(request.as_bytes()).await.unwrap();
         let mut answer = Vec::new();

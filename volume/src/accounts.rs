@@ -1,0 +1,510 @@
+//! Accounts in the metadata database: users (with their password hashes,
+//! admin flag and quota), API tokens and browser sessions (only hashes of
+//! their secrets are stored), share links, and the server secrets every
+//! gateway on one database shares. The cryptography is the gateway's; this
+//! module only keeps the rows.
+
+use sqlx::FromRow;
+
+use crate::db::Database;
+use crate::path::FilePath;
+use crate::{DatabaseUrl, VolumeError, now_ms};
+
+/// Whose tree a file lives in: a user's, or the open tree that serves
+/// while no user exists. Every file operation names one, so no request
+/// reaches a file outside its caller's tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Owner(i64);
+
+impl Owner {
+    /// The tree of a gateway without users (loopback only).
+    pub const OPEN: Self = Self(0);
+
+    /// The tree of the user with this id.
+    pub fn user(id: UserId) -> Self {
+        Self(id.0)
+    }
+
+    pub(crate) fn id(self) -> i64 {
+        self.0
+    }
+}
+
+/// A user's id in the database (never 0: that is [`Owner::OPEN`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UserId(i64);
+
+/// A user as the gateway needs it to authenticate and authorize.
+#[derive(Clone, PartialEq, Eq)]
+pub struct User {
+    pub id: UserId,
+    pub name: String,
+    /// A PHC string (argon2id), never the password.
+    pub password_hash: String,
+    pub admin: bool,
+    /// Most bytes the user's files may take; `None` is unlimited.
+    pub quota: Option<u64>,
+}
+
+/// Without the password hash: a `User` may end up in a log.
+impl std::fmt::Debug for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("User")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("admin", &self.admin)
+            .field("quota", &self.quota)
+            .finish_non_exhaustive()
+    }
+}
+
+impl User {
+    pub fn owner(&self) -> Owner {
+        Owner::user(self.id)
+    }
+}
+
+#[derive(FromRow)]
+struct UserRow {
+    id: i64,
+    name: String,
+    password_hash: String,
+    admin: i64,
+    quota_bytes: Option<i64>,
+}
+
+impl From<UserRow> for User {
+    fn from(row: UserRow) -> Self {
+        Self {
+            id: UserId(row.id),
+            name: row.name,
+            password_hash: row.password_hash,
+            admin: row.admin != 0,
+            quota: row.quota_bytes.and_then(|quota| u64::try_from(quota).ok()),
+        }
+    }
+}
+
+/// A user's row and one more column, `extra` (their usage, a session's
+/// CSRF token).
+#[derive(FromRow)]
+struct WithUser<T> {
+    #[sqlx(flatten)]
+    user: UserRow,
+    extra: T,
+}
+
+const USER_COLUMNS: &str =
+    "users.id, users.name, users.password_hash, users.admin, users.quota_bytes";
+
+/// A user to create.
+#[derive(Debug, Clone)]
+pub struct NewUser<'a> {
+    pub name: &'a str,
+    pub password_hash: &'a str,
+    pub admin: bool,
+    pub quota: Option<u64>,
+}
+
+/// An API token as listed (its secret is never stored).
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct TokenInfo {
+    /// The short public id `token revoke` takes.
+    pub id: String,
+    pub label: String,
+    pub created_ms: i64,
+}
+
+/// A share link's row: who shared which path, until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Share {
+    pub id: String,
+    pub owner: Owner,
+    pub path: String,
+    /// The shared file's creation time: a file made again at the path
+    /// since is another file, which the link does not reach.
+    pub file_created_ms: i64,
+    /// Milliseconds since the Unix epoch; `None` never expires.
+    pub expires_ms: Option<i64>,
+}
+
+impl Share {
+    /// Whether the link still works at `now_ms`.
+    pub fn is_live(&self, now_ms: i64) -> bool {
+        self.expires_ms.is_none_or(|expires| now_ms < expires)
+    }
+}
+
+/// Browser sessions one user may have at once; signing in again past it
+/// ends the oldest.
+pub const MAX_SESSIONS_PER_USER: i64 = 32;
+
+/// The accounts tables of one metadata database.
+#[derive(Debug, Clone)]
+pub struct Accounts {
+    db: Database,
+}
+
+fn to_i64(bytes: u64) -> Result<i64, VolumeError> {
+    i64::try_from(bytes).map_err(|_| VolumeError::TooLarge(bytes))
+}
+
+impl Accounts {
+    pub(crate) fn new(db: Database) -> Self {
+        Self { db }
+    }
+
+    /// Open the database at `url` (running its migrations) for account
+    /// management alone: no blob store, no garbage collection.
+    pub async fn open(url: &DatabaseUrl) -> Result<Self, VolumeError> {
+        Ok(Self::new(Database::open(url).await?))
+    }
+
+    pub async fn close(&self) {
+        self.db.close().await;
+    }
+
+    /// How many users exist (0: the gateway may serve the open tree).
+    pub async fn user_count(&self) -> Result<u64, VolumeError> {
+        let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM users")
+            .fetch_one(self.db.pool())
+            .await?;
+        Ok(u64::try_from(count).unwrap_or_default())
+    }
+
+    /// Create a user; `AlreadyExists` if the name is taken.
+    pub async fn add_user(&self, user: &NewUser<'_>) -> Result<User, VolumeError> {
+        let quota = user.quota.map(to_i64).transpose()?;
+        let row: Option<UserRow> = sqlx::query_as(
+            "INSERT INTO users (name, password_hash, admin, quota_bytes, created_ms)
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING
+             RETURNING id, name, password_hash, admin, quota_bytes",
+        )
+        .bind(user.name)
+        .bind(user.password_hash)
+        .bind(i64::from(user.admin))
+        .bind(quota)
+        .bind(now_ms())
+        .fetch_optional(self.db.pool())
+        .await?;
+        row.map(User::from)
+            .ok_or_else(|| VolumeError::AlreadyExists(format!("user {}", user.name)))
+    }
+
+    pub async fn user_named(&self, name: &str) -> Result<Option<User>, VolumeError> {
+        let row: Option<UserRow> =
+            sqlx::query_as(&format!("SELECT {USER_COLUMNS} FROM users WHERE name = $1"))
+                .bind(name)
+                .fetch_optional(self.db.pool())
+                .await?;
+        Ok(row.map(User::from))
+    }
+
+    pub async fn user(&self, id: UserId) -> Result<Option<User>, VolumeError> {
+        let row: Option<UserRow> =
+            sqlx::query_as(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1"))
+                .bind(id.0)
+                .fetch_optional(self.db.pool())
+                .await?;
+        Ok(row.map(User::from))
+    }
+
+    /// Every user with the bytes their files take, by name.
+    pub async fn users(&self) -> Result<Vec<(User, u64)>, VolumeError> {
+        let rows: Vec<WithUser<i64>> = sqlx::query_as(&format!(
+            "SELECT {USER_COLUMNS},
+                    CAST(COALESCE((SELECT SUM(size) FROM files WHERE files.owner = users.id), 0)
+                         AS BIGINT) AS extra
+             FROM users ORDER BY users.name"
+        ))
+        .fetch_all(self.db.pool())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                (
+                    row.user.into(),
+                    u64::try_from(row.extra).unwrap_or_default(),
+                )
+            })
+            .collect())
+    }
+
+    /// Remove a user with their files (whose blobs the next garbage
+    /// collection releases), folders, tokens, sessions and share links, in one
+    /// transaction; whether the user existed.
+    pub async fn remove_user(&self, name: &str) -> Result<bool, VolumeError> {
+        let mut tx = self.db.begin_write().await?;
+        // The user's row first, as an upload takes it (after its blob's
+        // ledger row, before its file row): the same order, no deadlock.
+        let found: Option<(i64,)> = sqlx::query_as(&format!(
+            "SELECT id FROM users WHERE name = $1{}",
+            self.db.locking()
+        ))
+        .bind(name)
+        .fetch_optional(&mut **tx)
+        .await?;
+        let Some((id,)) = found else {
+            return Ok(false);
+        };
+        for sql in [
+            "DELETE FROM files WHERE owner = $1",
+            "DELETE FROM folders WHERE owner = $1",
+            "DELETE FROM shares WHERE owner = $1",
+            "DELETE FROM tokens WHERE user_id = $1",
+            "DELETE FROM sessions WHERE user_id = $1",
+            "DELETE FROM users WHERE id = $1",
+        ] {
+            sqlx::query(sql).bind(id).execute(&mut **tx).await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Give the open tree (files, folders and share links made while the
+    /// gateway had no user) to `user`, whose tree must not hold the same
+    /// paths; how many files moved.
+    pub async fn adopt_open_tree(&self, user: UserId) -> Result<u64, VolumeError> {
+        let mut tx = self.db.begin_write().await?;
+        let clash: Option<(String,)> = sqlx::query_as(
+            "SELECT path FROM files WHERE owner = 0 AND path IN
+                 (SELECT path FROM files WHERE owner = $1) LIMIT 1",
+        )
+        .bind(user.0)
+        .fetch_optional(&mut **tx)
+        .await?;
+        if let Some((path,)) = clash {
+            return Err(VolumeError::AlreadyExists(path));
+        }
+        let moved = sqlx::query("UPDATE files SET owner = $1 WHERE owner = 0")
+            .bind(user.0)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+        for sql in [
+            "UPDATE shares SET owner = $1 WHERE owner = 0",
+            "DELETE FROM folders WHERE owner = 0 AND path IN
+                 (SELECT path FROM folders WHERE owner = $1)",
+            "UPDATE folders SET owner = $1 WHERE owner = 0",
+        ] {
+            sqlx::query(sql).bind(user.0).execute(&mut **tx).await?;
+        }
+        tx.commit().await?;
+        Ok(moved)
+    }
+
+    /// The bytes `owner`'s files take.
+    pub async fn usage(&self, owner: Owner) -> Result<u64, VolumeError> {
+        let (used,): (i64,) = sqlx::query_as(
+            "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM files WHERE owner = $1",
+        )
+        .bind(owner.id())
+        .fetch_one(self.db.pool())
+        .await?;
+        Ok(u64::try_from(used).unwrap_or_default())
+    }
+
+    /// Record a token for `user`: `hash` is what requests are matched on,
+    /// `id` its short public name.
+    pub async fn add_token(
+        &self,
+        user: UserId,
+        id: &str,
+        hash: &str,
+        label: &str,
+    ) -> Result<(), VolumeError> {
+        sqlx::query(
+            "INSERT INTO tokens (id, hash, user_id, label, created_ms) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(id)
+        .bind(hash)
+        .bind(user.0)
+        .bind(label)
+        .bind(now_ms())
+        .execute(self.db.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// The user a token hash belongs to.
+    pub async fn token_user(&self, hash: &str) -> Result<Option<User>, VolumeError> {
+        let row: Option<UserRow> = sqlx::query_as(&format!(
+            "SELECT {USER_COLUMNS} FROM tokens JOIN users ON users.id = tokens.user_id
+             WHERE tokens.hash = $1"
+        ))
+        .bind(hash)
+        .fetch_optional(self.db.pool())
+        .await?;
+        Ok(row.map(User::from))
+    }
+
+    pub async fn tokens(&self, user: UserId) -> Result<Vec<TokenInfo>, VolumeError> {
+        Ok(sqlx::query_as(
+            "SELECT id, label, created_ms FROM tokens WHERE user_id = $1 ORDER BY created_ms, id",
+        )
+        .bind(user.0)
+        .fetch_all(self.db.pool())
+        .await?)
+    }
+
+    /// Revoke the token with public id `id` or secret hash `hash`; whether
+    /// one was.
+    pub async fn revoke_token(&self, id: &str, hash: &str) -> Result<bool, VolumeError> {
+        let done = sqlx::query("DELETE FROM tokens WHERE id = $1 OR hash = $2")
+            .bind(id)
+            .bind(hash)
+            .execute(self.db.pool())
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Record a browser session (by the hash of its cookie) with its CSRF
+    /// token. The user's expired sessions, and the oldest past
+    /// [`MAX_SESSIONS_PER_USER`], are cleared on the way.
+    pub async fn add_session(
+        &self,
+        user: UserId,
+        hash: &str,
+        csrf: &str,
+        expires_ms: i64,
+    ) -> Result<(), VolumeError> {
+        sqlx::query(
+            "DELETE FROM sessions WHERE user_id = $1 AND (expires_ms <= $2 OR hash IN (
+                 SELECT hash FROM sessions WHERE user_id = $1
+                 ORDER BY expires_ms DESC LIMIT $4 OFFSET $3))",
+        )
+        .bind(user.0)
+        .bind(now_ms())
+        .bind(MAX_SESSIONS_PER_USER - 1)
+        // Every row past the offset (both engines take a LIMIT this way).
+        .bind(i64::MAX)
+        .execute(self.db.pool())
+        .await?;
+        sqlx::query(
+            "INSERT INTO sessions (hash, user_id, csrf, expires_ms) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(hash)
+        .bind(user.0)
+        .bind(csrf)
+        .bind(expires_ms)
+        .execute(self.db.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// The user of an unexpired session, and its CSRF token.
+    pub async fn session(&self, hash: &str) -> Result<Option<(User, String)>, VolumeError> {
+        let row: Option<WithUser<String>> = sqlx::query_as(&format!(
+            "SELECT {USER_COLUMNS}, sessions.csrf AS extra
+             FROM sessions JOIN users ON users.id = sessions.user_id
+             WHERE sessions.hash = $1 AND sessions.expires_ms > $2"
+        ))
+        .bind(hash)
+        .bind(now_ms())
+        .fetch_optional(self.db.pool())
+        .await?;
+        Ok(row.map(|row| (row.user.into(), row.extra)))
+    }
+
+    pub async fn remove_session(&self, hash: &str) -> Result<(), VolumeError> {
+        sqlx::query("DELETE FROM sessions WHERE hash = $1")
+            .bind(hash)
+            .execute(self.db.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// Record a share link `id` for `owner`'s `path`.
+    pub async fn add_share(
+        &self,
+        id: &str,
+        owner: Owner,
+        path: &FilePath,
+        file_created_ms: i64,
+        expires_ms: Option<i64>,
+    ) -> Result<(), VolumeError> {
+        sqlx::query(
+            "INSERT INTO shares (id, owner, path, file_created_ms, expires_ms, created_ms)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(id)
+        .bind(owner.id())
+        .bind(path.as_str())
+        .bind(file_created_ms)
+        .bind(expires_ms)
+        .bind(now_ms())
+        .execute(self.db.pool())
+        .await?;
+        Ok(())
+    }
+
+    pub async fn share(&self, id: &str) -> Result<Option<Share>, VolumeError> {
+        let row: Option<(String, i64, String, i64, Option<i64>)> = sqlx::query_as(
+            "SELECT id, owner, path, file_created_ms, expires_ms FROM shares WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(self.db.pool())
+        .await?;
+        Ok(
+            row.map(|(id, owner, path, file_created_ms, expires_ms)| Share {
+                id,
+                owner: Owner(owner),
+                path,
+                file_created_ms,
+                expires_ms,
+            }),
+        )
+    }
+
+    /// Revoke `owner`'s share link `id`; whether there was one.
+    pub async fn revoke_share(&self, id: &str, owner: Owner) -> Result<bool, VolumeError> {
+        let done = sqlx::query("DELETE FROM shares WHERE id = $1 AND owner = $2")
+            .bind(id)
+            .bind(owner.id())
+            .execute(self.db.pool())
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// The server secret `name`: the first gateway to ask stores `fresh`,
+    /// every later one (on any gateway) gets that same value.
+    pub async fn secret(&self, name: &str, fresh: &str) -> Result<String, VolumeError> {
+        sqlx::query(
+            "INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(fresh)
+        .execute(self.db.pool())
+        .await?;
+        let (value,): (String,) = sqlx::query_as("SELECT value FROM secrets WHERE name = $1")
+            .bind(name)
+            .fetch_one(self.db.pool())
+            .await?;
+        Ok(value)
+    }
+}
+
+/// `owner`'s quota, its user row locked until `tx` ends (PostgreSQL; SQLite
+/// serialises writers already) so one user's uploads are weighed against it
+/// one at a time; `None` for no quota (or the open tree).
+pub(crate) async fn locked_quota(
+    db: &Database,
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    owner: Owner,
+) -> Result<Option<u64>, VolumeError> {
+    if owner == Owner::OPEN {
+        return Ok(None);
+    }
+    let sql = format!(
+        "SELECT quota_bytes FROM users WHERE id = $1{}",
+        db.locking()
+    );
+    let row: Option<(Option<i64>,)> = sqlx::query_as(&sql)
+        .bind(owner.id())
+        .fetch_optional(&mut **tx)
+        .await?;
+    // A user removed meanwhile: their upload must not leave a row nobody
+    // can reach.
+    let (quota,) = row.ok_or_else(|| VolumeError::NotFound("the uploading user".into()))?;
+    Ok(quota.and_then(|quota| u64::try_from(quota).ok()))
+}
