@@ -250,6 +250,8 @@ impl Accounts {
         for sql in [
             "DELETE FROM files WHERE owner = $1",
             "DELETE FROM folders WHERE owner = $1",
+            "DELETE FROM dav_properties WHERE owner = $1",
+            "DELETE FROM dav_locks WHERE owner = $1",
             "DELETE FROM shares WHERE owner = $1",
             "DELETE FROM tokens WHERE user_id = $1",
             "DELETE FROM sessions WHERE user_id = $1",
@@ -286,6 +288,10 @@ impl Accounts {
             "DELETE FROM folders WHERE owner = 0 AND path IN
                  (SELECT path FROM folders WHERE owner = $1)",
             "UPDATE folders SET owner = $1 WHERE owner = 0",
+            "DELETE FROM dav_properties WHERE owner = 0 AND path IN
+                 (SELECT path FROM dav_properties WHERE owner = $1)",
+            "UPDATE dav_properties SET owner = $1 WHERE owner = 0",
+            "UPDATE dav_locks SET owner = $1 WHERE owner = 0",
         ] {
             sqlx::query(sql).bind(user.0).execute(&mut **tx).await?;
         }

@@ -82,6 +82,25 @@ impl Index {
         Ok(row.map(FileMeta::from))
     }
 
+    /// The row of `path`, read inside `tx` and locked until it ends
+    /// (PostgreSQL; SQLite's writers are serialised already).
+    pub(crate) async fn get_locked(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        owner: Owner,
+        path: &FilePath,
+    ) -> Result<Option<FileMeta>, VolumeError> {
+        let row: Option<Row> = sqlx::query_as(&format!(
+            "SELECT {COLUMNS} FROM files WHERE owner = $1 AND path = $2{}",
+            self.db.locking()
+        ))
+        .bind(owner.id())
+        .bind(path.as_str())
+        .fetch_optional(&mut **tx)
+        .await?;
+        Ok(row.map(FileMeta::from))
+    }
+
     /// The bytes `owner`'s files take, leaving out `except` (the path an
     /// upload is about to replace), read inside the write transaction `tx`.
     pub(crate) async fn usage_except(
@@ -214,6 +233,18 @@ impl Index {
                 .bind(path.as_str())
                 .fetch_optional(&mut **tx)
                 .await?;
+        if gone.is_some() {
+            // What WebDAV kept about the file goes with it.
+            for table in ["dav_properties", "dav_locks"] {
+                sqlx::query(&format!(
+                    "DELETE FROM {table} WHERE owner = $1 AND path = $2"
+                ))
+                .bind(owner.id())
+                .bind(path.as_str())
+                .execute(&mut **tx)
+                .await?;
+            }
+        }
         tx.commit().await?;
         Ok(gone.and_then(|(hex,)| Digest::parse(&hex).ok()))
     }
@@ -423,6 +454,16 @@ impl Index {
                 .execute(&mut **tx)
                 .await?
                 .rows_affected();
+        for table in ["dav_properties", "dav_locks"] {
+            sqlx::query(&format!(
+                "DELETE FROM {table} WHERE owner = $1 AND path >= $2 AND path < $3"
+            ))
+            .bind(owner.id())
+            .bind(prefix.as_str())
+            .bind(&upper)
+            .execute(&mut **tx)
+            .await?;
+        }
         tx.commit().await?;
         let removed = files.len() as u64 + folders;
         let mut digests: Vec<Digest> = files

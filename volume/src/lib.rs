@@ -15,6 +15,8 @@
 //!   the same database.
 //! - [`accounts`]: users, tokens, sessions, share links and server secrets
 //!   ([`Accounts`]); every file lives in its [`Owner`]'s tree.
+//! - [`webdav`]: what WebDAV needs beyond files: what a name is, copies and
+//!   moves of whole trees as rows, dead properties and locks.
 //!
 //! Ordering is what keeps a crash harmless: a blob is complete in its store
 //! before the row that names it commits, and a blob is removed only after
@@ -27,6 +29,7 @@
 pub mod accounts;
 pub mod path;
 pub mod samples;
+pub mod webdav;
 
 mod blobs;
 mod db;

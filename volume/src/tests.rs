@@ -877,6 +877,259 @@ async fn empty_folders_list_and_go_with_their_tree(backend: &Backend) {
     assert_eq!(names(root), ["b.txt", "deep/", "z/"]);
 }
 
+fn names_of(listing: Listing) -> Vec<String> {
+    listing
+        .entries
+        .iter()
+        .map(|e| e.name().to_owned())
+        .collect()
+}
+
+fn set(namespace: &str, name: &str, value: &str) -> webdav::PropertyChange {
+    webdav::PropertyChange::Set(webdav::DeadProperty {
+        namespace: namespace.into(),
+        name: name.into(),
+        value: value.into(),
+    })
+}
+
+async fn webdav_copies_and_moves_trees_as_rows(backend: &Backend) {
+    use webdav::{Depth, Node, Transfer};
+    let (_dir, volume) = backend.open().await;
+    let open = Owner::OPEN;
+    let folder = |p: &str| Prefix::parse(p).unwrap();
+    // Multi-byte names: the engines cut paths by characters, not bytes.
+    put(&volume, "é€/a.txt", b"first").await.unwrap();
+    put(&volume, "é€/sub/b.txt", b"second").await.unwrap();
+    volume.make_folder(open, &folder("é€/empty")).await.unwrap();
+    let dav = volume.webdav();
+    dav.change_properties(open, "é€/a.txt", &[set("urn:t", "p", "on a")])
+        .await
+        .unwrap();
+    dav.change_properties(open, "é€/", &[set("urn:t", "p", "on the folder")])
+        .await
+        .unwrap();
+    assert!(matches!(
+        volume.node(open, Some(&path("é€"))).await.unwrap(),
+        Node::Folder(_)
+    ));
+    assert!(matches!(
+        volume.node(open, Some(&path("é€/a.txt"))).await.unwrap(),
+        Node::File(_)
+    ));
+    assert_eq!(
+        volume.node(open, Some(&path("nothing"))).await.unwrap(),
+        Node::Missing
+    );
+
+    let blobs_before = volume.blobs.list().await.unwrap().len();
+    let copied = volume
+        .copy_node(open, &path("é€"), &path("çà"), Depth::Infinity, false)
+        .await
+        .unwrap();
+    assert_eq!(copied, Transfer::Created);
+    assert_eq!(
+        volume.blobs.list().await.unwrap().len(),
+        blobs_before,
+        "rows, not bytes"
+    );
+    let listing = volume.list(open, &folder("çà"), None, 10).await.unwrap();
+    assert_eq!(names_of(listing), ["çà/a.txt", "çà/empty/", "çà/sub/"]);
+    assert_eq!(read(&volume, "çà/sub/b.txt").await.unwrap().1, b"second");
+    assert_eq!(
+        dav.properties(open, "çà/a.txt").await.unwrap()[0].value,
+        "on a"
+    );
+    assert_eq!(
+        dav.properties(open, "çà/").await.unwrap()[0].value,
+        "on the folder"
+    );
+    assert!(matches!(
+        volume
+            .copy_node(open, &path("é€"), &path("çà"), Depth::Infinity, false)
+            .await,
+        Err(VolumeError::AlreadyExists(_))
+    ));
+    // Depth 0: the folder alone.
+    volume
+        .copy_node(open, &path("é€"), &path("shallow"), Depth::Zero, false)
+        .await
+        .unwrap();
+    let shallow = volume
+        .list(open, &folder("shallow"), None, 10)
+        .await
+        .unwrap();
+    assert!(shallow.entries.is_empty());
+    assert!(matches!(
+        volume.node(open, Some(&path("shallow"))).await.unwrap(),
+        Node::Folder(_)
+    ));
+
+    // The originals go; the copies keep the content alive.
+    volume.delete_folder(open, &folder("é€")).await.unwrap();
+    assert!(dav.properties(open, "é€/a.txt").await.unwrap().is_empty());
+    volume.collect_garbage().await.unwrap();
+    assert_eq!(read(&volume, "çà/a.txt").await.unwrap().1, b"first");
+
+    // A move renames rows and takes properties along.
+    let moved = volume
+        .move_node(open, &path("çà"), &path("m"), false)
+        .await
+        .unwrap();
+    assert_eq!(moved, Transfer::Created);
+    assert_eq!(
+        volume.node(open, Some(&path("çà"))).await.unwrap(),
+        Node::Missing
+    );
+    assert_eq!(read(&volume, "m/sub/b.txt").await.unwrap().1, b"second");
+    assert_eq!(
+        dav.properties(open, "m/a.txt").await.unwrap()[0].value,
+        "on a"
+    );
+    // Over a folder, with overwrite: the folder goes, the file takes its name.
+    let replaced = volume
+        .move_node(open, &path("m/a.txt"), &path("shallow"), true)
+        .await
+        .unwrap();
+    assert_eq!(replaced, Transfer::Replaced);
+    assert!(matches!(
+        volume.node(open, Some(&path("shallow"))).await.unwrap(),
+        Node::File(_)
+    ));
+    // A file copied over a file releases what the replaced one named.
+    put(&volume, "lonely", b"only here").await.unwrap();
+    volume
+        .copy_node(
+            open,
+            &path("shallow"),
+            &path("lonely"),
+            Depth::Infinity,
+            true,
+        )
+        .await
+        .unwrap();
+    assert!(!exists(&volume, &digest_of(b"only here")).await);
+    assert_eq!(read(&volume, "lonely").await.unwrap().1, b"first");
+
+    // A copy counts against the quota, all or nothing.
+    let alice = add_user(&volume, "alice", Some(10)).await.owner();
+    put_as(&volume, alice, "d/six", b"123456").await.unwrap();
+    assert!(matches!(
+        volume
+            .copy_node(alice, &path("d"), &path("e"), Depth::Infinity, false)
+            .await,
+        Err(VolumeError::QuotaExceeded { .. })
+    ));
+    assert_eq!(
+        volume.node(alice, Some(&path("e"))).await.unwrap(),
+        Node::Missing
+    );
+}
+
+async fn webdav_locks_conflict_refresh_and_expire(backend: &Backend) {
+    use webdav::{LockOutcome, NewLock};
+    let (_dir, volume) = backend.open().await;
+    let bob = add_user(&volume, "bob", None).await.owner();
+    let dav = volume.webdav();
+    let ask = |token: &str, root: &str, infinite: bool, exclusive: bool, timeout_s: u64| NewLock {
+        token: token.into(),
+        root: root.into(),
+        infinite,
+        exclusive,
+        holder: "<href xmlns=\"DAV:\">me</href>".into(),
+        timeout_s,
+    };
+    let granted = |outcome: LockOutcome| matches!(outcome, LockOutcome::Granted(_));
+    assert!(granted(
+        dav.lock(bob, ask("urn:1", "a/", true, true, 60))
+            .await
+            .unwrap()
+    ));
+    assert_eq!(
+        dav.lock(bob, ask("urn:2", "a/b/c", false, false, 60))
+            .await
+            .unwrap(),
+        LockOutcome::Conflict,
+        "inside an exclusive depth-infinity lock"
+    );
+    assert_eq!(
+        dav.lock(bob, ask("urn:3", "", true, false, 60))
+            .await
+            .unwrap(),
+        LockOutcome::Conflict,
+        "a depth-infinity lock above it"
+    );
+    assert!(granted(
+        dav.lock(bob, ask("urn:4", "x", false, false, 60))
+            .await
+            .unwrap()
+    ));
+    assert!(granted(
+        dav.lock(bob, ask("urn:5", "x", false, false, 60))
+            .await
+            .unwrap()
+    ));
+    assert_eq!(
+        dav.lock(bob, ask("urn:6", "x", false, true, 60))
+            .await
+            .unwrap(),
+        LockOutcome::Conflict
+    );
+    // Another tree's locks are its own.
+    assert!(granted(
+        dav.lock(Owner::OPEN, ask("urn:7", "x", false, true, 60))
+            .await
+            .unwrap()
+    ));
+    let held: Vec<String> = dav
+        .locks(bob)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| l.token)
+        .collect();
+    assert_eq!(held.len(), 3);
+    let refreshed = dav.refresh_lock(bob, "urn:1", 600).await.unwrap().unwrap();
+    assert_eq!(refreshed.timeout_s, 600);
+    assert_eq!(refreshed.holder, "<href xmlns=\"DAV:\">me</href>");
+    assert!(dav.refresh_lock(bob, "urn:7", 600).await.unwrap().is_none());
+    assert!(dav.unlock(bob, "urn:1").await.unwrap());
+    assert!(!dav.unlock(bob, "urn:1").await.unwrap());
+    // A lock that expired is no lock.
+    assert!(granted(
+        dav.lock(bob, ask("urn:8", "old", false, true, 0))
+            .await
+            .unwrap()
+    ));
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(granted(
+        dav.lock(bob, ask("urn:9", "old", false, true, 60))
+            .await
+            .unwrap()
+    ));
+    // Deleting a file takes its locks and properties; removing the user all.
+    put_as(&volume, bob, "gone", b"g").await.unwrap();
+    assert!(granted(
+        dav.lock(bob, ask("urn:10", "gone", false, true, 60))
+            .await
+            .unwrap()
+    ));
+    dav.change_properties(bob, "gone", &[set("", "n", "v")])
+        .await
+        .unwrap();
+    volume.delete(bob, &path("gone")).await.unwrap();
+    assert!(
+        dav.locks(bob)
+            .await
+            .unwrap()
+            .iter()
+            .all(|l| l.root != "gone")
+    );
+    assert!(dav.properties(bob, "gone").await.unwrap().is_empty());
+    assert!(volume.accounts().remove_user("bob").await.unwrap());
+    assert!(dav.locks(bob).await.unwrap().is_empty());
+}
+
 macro_rules! suite {
     ($($case:ident),* $(,)?) => {
         mod sqlite_local {
@@ -927,4 +1180,6 @@ suite!(
     a_quota_refuses_what_would_exceed_it,
     accounts_keep_tokens_sessions_shares_and_secrets,
     empty_folders_list_and_go_with_their_tree,
+    webdav_copies_and_moves_trees_as_rows,
+    webdav_locks_conflict_refresh_and_expire,
 );
