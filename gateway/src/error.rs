@@ -55,6 +55,23 @@ pub enum AppError {
     QuotaExceeded(String),
     #[error("{0}")]
     RequestTimeout(String),
+    /// WebDAV: the request conflicts with the tree (a missing parent, a
+    /// lock token that is not this resource's).
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// WebDAV: a lock covers what this request would change, and the
+    /// request did not submit its token.
+    #[error("{0} is locked; submit the lock token in an If header")]
+    Locked(String),
+    #[error("{0}")]
+    PreconditionFailed(String),
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// WebDAV: a `Destination` on another server.
+    #[error("{0}")]
+    BadGateway(String),
     /// A share link whose signature does not verify.
     #[error("this share link is not valid")]
     BadShare,
@@ -96,6 +113,14 @@ impl AppError {
             Self::QuotaExceeded(_) => (StatusCode::INSUFFICIENT_STORAGE, "quota_exceeded"),
             Self::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
             Self::BadShare => (StatusCode::FORBIDDEN, "bad_share"),
+            Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            Self::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            Self::Locked(_) => (StatusCode::LOCKED, "locked"),
+            Self::PreconditionFailed(_) => (StatusCode::PRECONDITION_FAILED, "precondition_failed"),
+            Self::UnsupportedMediaType(_) => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            }
+            Self::BadGateway(_) => (StatusCode::BAD_GATEWAY, "bad_gateway"),
             Self::Integrity(_) => (StatusCode::INTERNAL_SERVER_ERROR, "integrity_error"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }

@@ -23,6 +23,8 @@
 //! - [`recycler`]: the embedded estimator task: samples, modes, threshold.
 //! - `routes`: the HTTP interface (`files`, `share`, `auth`, `admin`,
 //!   `health`, `metrics`, `web`: the page in `src/web/index.html`).
+//! - `dav`: WebDAV at `/dav/` over the same trees, so the store mounts as
+//!   a drive.
 //! - [`error`]: every client-visible error and its status code.
 //! - [`fuzzing`]: entry points for the fuzzers of client-input parsers.
 //! - `procstat`: process RSS and private-dirty bytes from `/proc/self`.
@@ -39,6 +41,7 @@ pub mod recycler;
 pub mod runtime;
 pub mod server;
 
+mod dav;
 mod routes;
 
 use std::future::Future;
@@ -234,6 +237,7 @@ async fn open_accounts(config: &Config, volume: &Volume) -> anyhow::Result<Authe
 pub fn app(state: AppState) -> Router {
     Router::new()
         .merge(routes::files::router())
+        .merge(dav::router())
         .merge(routes::share::router())
         .merge(routes::auth::router())
         .merge(routes::admin::router())

@@ -455,6 +455,35 @@ async fn store_file(
         ));
     }
     let path = FilePath::from_url(raw)?;
+    let meta = store(&state, &caller, &path, &headers, body).await?;
+    // A new file keeps created == modified; a replaced one keeps its creation.
+    let status = if meta.created_ms == meta.modified_ms {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let mut response_headers = HeaderMap::new();
+    insert(
+        &mut response_headers,
+        header::ETAG,
+        &format!("\"{}\"", meta.sha256),
+    );
+    let location = format!("/files/{}", utf8_percent_encode(&meta.path, PATH_ESCAPES));
+    insert(&mut response_headers, header::LOCATION, &location);
+    Ok((status, response_headers, Json(MetaView::from(&meta))).into_response())
+}
+
+/// Store the request's body as `caller`'s file `path` through an instance
+/// (hashed there, durable before this returns): the REST API's `PUT` and
+/// WebDAV's. A declared body over the size limit or the quota is refused
+/// before a byte of it is read.
+pub(crate) async fn store(
+    state: &AppState,
+    caller: &Caller,
+    path: &FilePath,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<FileMeta, AppError> {
     let owner = caller.owner();
     // Refuse a declared oversize body before reading a byte of it.
     let declared = headers
@@ -467,7 +496,7 @@ async fn store_file(
     }
     // The same for the quota: what is left of it (plus the file this
     // replaces). The volume checks again as it commits, under a lock.
-    let room = quota_room(&state, &caller, &path).await?;
+    let room = quota_room(state, caller, path).await?;
     if let Some(room) = room
         && declared.is_some_and(|declared| declared > room)
     {
@@ -492,31 +521,16 @@ async fn store_file(
             .get(header::CONTENT_TYPE)
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned),
-        create_only: parse_if_none_match(&headers).iter().any(|tag| tag == "*"),
+        create_only: parse_if_none_match(headers).iter().any(|tag| tag == "*"),
     };
-    let meta = lease
+    lease
         .run(move |instance| Box::pin(instance.store(owner, request, upload)))
         .await?
         .map_err(|error| match AppError::from_handler(error, path.as_str()) {
             // An undeclared body cut off at what the quota left.
             AppError::BodyTooLarge { limit } if limit < state.max_body => quota_exceeded(limit),
             other => other,
-        })?;
-    // A new file keeps created == modified; a replaced one keeps its creation.
-    let status = if meta.created_ms == meta.modified_ms {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    let mut response_headers = HeaderMap::new();
-    insert(
-        &mut response_headers,
-        header::ETAG,
-        &format!("\"{}\"", meta.sha256),
-    );
-    let location = format!("/files/{}", utf8_percent_encode(&meta.path, PATH_ESCAPES));
-    insert(&mut response_headers, header::LOCATION, &location);
-    Ok((status, response_headers, Json(MetaView::from(&meta))).into_response())
+        })
 }
 
 /// The bytes `caller` may still store at `path` (their quota, less what
@@ -572,14 +586,23 @@ async fn delete_file(
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     let path = FilePath::from_url(raw)?;
+    delete(&state, caller.owner(), &path).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Delete `owner`'s file `path` through an instance: the REST API's
+/// `DELETE` and WebDAV's.
+pub(crate) async fn delete(
+    state: &AppState,
+    owner: Owner,
+    path: &FilePath,
+) -> Result<(), AppError> {
     let lease = state.pool.lease(BodySize::None).await?;
     let deleted = path.as_str().to_owned();
-    let owner = caller.owner();
     lease
         .run(move |instance| Box::pin(async move { instance.delete(owner, &deleted).await }))
         .await?
-        .map_err(|error| AppError::from_handler(error, path.as_str()))?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+        .map_err(|error| AppError::from_handler(error, path.as_str()))
 }
 
 /// A single `bytes=` range; anything else (several ranges, another unit, bad
