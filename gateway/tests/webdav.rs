@@ -393,6 +393,58 @@ async fn protocol_corners() {
         .await
         .unwrap();
     assert_eq!(unlock.status(), StatusCode::NO_CONTENT);
+    // Hostile bodies cost little and change nothing.
+    let before = dav(&server, "PROPFIND", "/dav/docs/a.txt")
+        .header("depth", "0")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let deep = format!(
+        "<propertyupdate xmlns=\"DAV:\"><set><prop><x xmlns=\"urn:x\">{}{}</x></prop></set></propertyupdate>",
+        "<a>".repeat(10_000),
+        "</a>".repeat(10_000)
+    );
+    let entity_bomb = "<?xml version=\"1.0\"?><!DOCTYPE p [<!ENTITY a \"aaaaaaaaaa\"><!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;\">]>\
+        <propertyupdate xmlns=\"DAV:\"><set><prop><x xmlns=\"urn:x\">&b;</x></prop></set></propertyupdate>";
+    for (body, status) in [
+        (deep, StatusCode::BAD_REQUEST),
+        (entity_bomb.to_owned(), StatusCode::BAD_REQUEST),
+        (
+            "<propertyupdate xmlns=\"DAV:\"><set>".to_owned(),
+            StatusCode::BAD_REQUEST,
+        ),
+        ("x".repeat(2 << 20), StatusCode::PAYLOAD_TOO_LARGE),
+    ] {
+        let answer = dav(&server, "PROPPATCH", "/dav/docs/a.txt")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), status);
+    }
+    let after = dav(&server, "PROPFIND", "/dav/docs/a.txt")
+        .header("depth", "0")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(before, after, "nothing was stored");
+    let unknown = dav(&server, "PATCH", "/dav/docs/a.txt")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert!(
+        unknown.headers()["allow"]
+            .to_str()
+            .unwrap()
+            .contains("PROPFIND")
+    );
     // MKCOL survives a restart as an empty collection.
     let mkcol = dav(&server, "MKCOL", "/dav/kept/").send().await.unwrap();
     assert_eq!(mkcol.status(), StatusCode::CREATED);

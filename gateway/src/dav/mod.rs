@@ -204,7 +204,7 @@ enum Verb {
 
 /// What a request changes, for the locks that must have been submitted.
 #[derive(Debug, Clone, Copy)]
-enum Change<'a> {
+pub(crate) enum Change<'a> {
     /// The resource of this key (a folder's membership, for a new member).
     One(&'a str),
     /// The resource of this key and everything under it.
@@ -283,24 +283,7 @@ impl Dav<'_> {
                 ));
             }
         }
-        let submitted: Vec<&str> = condition
-            .iter()
-            .flat_map(IfHeader::submitted_tokens)
-            .collect();
-        for change in changes {
-            let (key, tree) = match *change {
-                Change::One(key) => (key, false),
-                Change::Tree(key) => (key, true),
-            };
-            let blocking = locks.iter().find(|lock| {
-                (lock.covers(key) || (tree && lock.within(key)))
-                    && !submitted.contains(&lock.token.as_str())
-            });
-            if let Some(lock) = blocking {
-                return Err(AppError::Locked(href(&lock.root)));
-            }
-        }
-        Ok(())
+        refuse_locked(&locks, condition.as_ref(), changes)
     }
 
     /// The resource a tag or `Destination` URL names, if it is one of ours.
@@ -850,11 +833,68 @@ impl Dav<'_> {
     }
 }
 
+/// Refuse (`423`) a change that a lock covers unless `condition` submits
+/// the lock's token.
+fn refuse_locked(
+    locks: &[DavLock],
+    condition: Option<&IfHeader>,
+    changes: &[Change<'_>],
+) -> Result<(), AppError> {
+    let submitted: Vec<&str> = condition
+        .into_iter()
+        .flat_map(IfHeader::submitted_tokens)
+        .collect();
+    for change in changes {
+        let (key, tree) = match *change {
+            Change::One(key) => (key, false),
+            Change::Tree(key) => (key, true),
+        };
+        let blocking = locks.iter().find(|lock| {
+            (lock.covers(key) || (tree && lock.within(key)))
+                && !submitted.contains(&lock.token.as_str())
+        });
+        if let Some(lock) = blocking {
+            return Err(AppError::Locked(href(&lock.root)));
+        }
+    }
+    Ok(())
+}
+
+/// The REST API honours WebDAV locks too: refuse (`423`) a change to
+/// `owner`'s tree that a live lock covers unless the request's `If` header
+/// submits its token. One small query, and only when the tree has locks
+/// does anything more happen.
+pub(crate) async fn check_locks(
+    state: &AppState,
+    owner: Owner,
+    headers: &HeaderMap,
+    changes: &[Change<'_>],
+) -> Result<(), AppError> {
+    let locks = state
+        .volume
+        .webdav()
+        .locks(owner)
+        .await
+        .map_err(|error| AppError::from_volume(error, "locks"))?;
+    if locks.is_empty() {
+        return Ok(());
+    }
+    let condition = IfHeader::from_headers(headers).map_err(AppError::BadRequest)?;
+    refuse_locked(&locks, condition.as_ref(), changes)
+}
+
+/// The key of the folder the file or folder `path` is in.
+pub(crate) fn parent_key_of(path: &str) -> &str {
+    let path = path.strip_suffix('/').unwrap_or(path);
+    path.rfind('/').map_or("", |slash| &path[..=slash])
+}
+
 /// The key of the folder a resource is in.
 fn parent_key(target: &Target) -> String {
     target
-        .parent()
-        .map(|parent| parent.as_str().to_owned())
+        .name
+        .as_ref()
+        .map(|name| parent_key_of(name.as_str()).to_owned())
         .unwrap_or_default()
 }
 
@@ -1197,6 +1237,9 @@ mod tests {
         assert_eq!(href(""), "/dav/");
         assert_eq!(href("a b/c€/"), "/dav/a%20b/c%E2%82%AC/");
         assert_eq!(href("x&y"), "/dav/x%26y");
+        assert_eq!(parent_key_of("a/b/c"), "a/b/");
+        assert_eq!(parent_key_of("a/b/"), "a/");
+        assert_eq!(parent_key_of("a"), "");
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! live in the guest. Every handler takes a [`Caller`]: the files it reaches
 //! are its owner's, and no other tree's (another user's file is simply not
 //! found). `POST /files/{path}?share` makes a share link (see `share`).
+//! Writes honour WebDAV's locks (`dav::check_locks`): a locked file or
+//! folder changes only for a request whose `If` header names the lock.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -24,6 +26,7 @@ use volume::{FilePath, Owner, Prefix};
 
 use crate::AppState;
 use crate::auth::Caller;
+use crate::dav::{self, Change};
 use crate::error::AppError;
 use crate::pool::BodySize;
 use crate::runtime::bindings::exports::wasm_storage::storage::handler::{
@@ -416,7 +419,10 @@ async fn post_file(
                 "?folder makes a folder: its path ends with /".into(),
             ));
         }
-        return make_folder(&state, &caller, &Prefix::from_url(raw)?).await;
+        let folder = Prefix::from_url(raw)?;
+        let parent = dav::parent_key_of(folder.as_str());
+        dav::check_locks(&state, caller.owner(), &headers, &[Change::One(parent)]).await?;
+        return make_folder(&state, &caller, &folder).await;
     }
     store_file(state, caller, uri, headers, body).await
 }
@@ -455,6 +461,9 @@ async fn store_file(
         ));
     }
     let path = FilePath::from_url(raw)?;
+    let parent = dav::parent_key_of(path.as_str());
+    let changes = [Change::One(path.as_str()), Change::One(parent)];
+    dav::check_locks(&state, caller.owner(), &headers, &changes).await?;
     let meta = store(&state, &caller, &path, &headers, body).await?;
     // A new file keeps created == modified; a replaced one keeps its creation.
     let status = if meta.created_ms == meta.modified_ms {
@@ -568,6 +577,7 @@ async fn delete_file(
     State(state): State<AppState>,
     caller: Caller,
     uri: Uri,
+    headers: HeaderMap,
 ) -> Result<Response, AppError> {
     let raw = raw_path(&uri);
     if has_param(&uri, "recursive") && !raw.ends_with('/') {
@@ -578,6 +588,9 @@ async fn delete_file(
     if raw.ends_with('/') && has_param(&uri, "recursive") {
         // `DELETE /files/{dir}/?recursive`: the folder and all it holds.
         let folder = Prefix::from_url(raw)?;
+        let parent = dav::parent_key_of(folder.as_str());
+        let changes = [Change::Tree(folder.as_str()), Change::One(parent)];
+        dav::check_locks(&state, caller.owner(), &headers, &changes).await?;
         state
             .volume
             .delete_folder(caller.owner(), &folder)
@@ -586,6 +599,9 @@ async fn delete_file(
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     let path = FilePath::from_url(raw)?;
+    let parent = dav::parent_key_of(path.as_str());
+    let changes = [Change::One(path.as_str()), Change::One(parent)];
+    dav::check_locks(&state, caller.owner(), &headers, &changes).await?;
     delete(&state, caller.owner(), &path).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
