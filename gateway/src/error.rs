@@ -172,6 +172,14 @@ impl AppError {
             quota @ volume::VolumeError::QuotaExceeded { .. } => {
                 Self::QuotaExceeded(quota.to_string())
             }
+            // RFC 4918: 507 when a copy or a property would take more room
+            // than the server gives.
+            limit @ (volume::VolumeError::TreeTooLarge { .. }
+            | volume::VolumeError::TooManyProperties { .. }) => {
+                Self::QuotaExceeded(limit.to_string())
+            }
+            nested @ volume::VolumeError::Nested { .. } => Self::Forbidden(nested.to_string()),
+            volume::VolumeError::InvalidPath(why) => Self::BadPath(why),
             other => Self::Internal(other.to_string()),
         }
     }

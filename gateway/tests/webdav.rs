@@ -329,6 +329,12 @@ async fn protocol_corners() {
         .await
         .unwrap();
     assert_eq!(copy.status(), StatusCode::CREATED);
+    assert!(
+        copy.headers()["location"]
+            .to_str()
+            .unwrap()
+            .ends_with("/dav/copy/")
+    );
     assert_eq!(common::blob_files(&server.data_dir).len(), blobs);
     let copied = dav(&server, "GET", "/dav/copy/a.txt").send().await.unwrap();
     assert_eq!(copied.text().await.unwrap(), "hello");
@@ -339,6 +345,17 @@ async fn protocol_corners() {
         .await
         .unwrap();
     assert_eq!(nowhere.status(), StatusCode::CONFLICT);
+    // Behind a proxy that names itself in X-Forwarded-Host, and with the
+    // default port spelt out, the destination is still ours; a file moves
+    // whatever Depth says.
+    let proxied = dav(&server, "MOVE", "/dav/copy/a.txt")
+        .header("x-forwarded-host", "files.example")
+        .header("destination", "http://files.example:80/dav/copy/b.txt")
+        .header("depth", "0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(proxied.status(), StatusCode::CREATED);
     let elsewhere = dav(&server, "MOVE", "/dav/docs/a.txt")
         .header("destination", "http://elsewhere.example/dav/a.txt")
         .send()

@@ -217,6 +217,31 @@ impl Database {
         }
     }
 
+    /// SQL for the length in bytes of the text column `column`.
+    pub(crate) fn byte_length(&self, column: &str) -> String {
+        match self.engine {
+            Engine::Sqlite => format!("LENGTH(CAST({column} AS BLOB))"),
+            Engine::Postgres => format!("OCTET_LENGTH({column})"),
+        }
+    }
+
+    /// Serialise, until `tx` ends, the transactions that take this lock for
+    /// `owner`'s tree: a row-less lock on PostgreSQL (an advisory lock);
+    /// nothing on SQLite, whose writers take turns already.
+    pub(crate) async fn lock_tree(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        owner: i64,
+    ) -> Result<(), VolumeError> {
+        if self.engine == Engine::Postgres {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(owner)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+
     pub(crate) async fn close(&self) {
         self.pool.close().await;
     }

@@ -466,13 +466,7 @@ impl Index {
         }
         tx.commit().await?;
         let removed = files.len() as u64 + folders;
-        let mut digests: Vec<Digest> = files
-            .into_iter()
-            .filter_map(|(hex,)| Digest::parse(&hex).ok())
-            .collect();
-        digests.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-        digests.dedup();
-        Ok((digests, removed))
+        Ok((digests(files), removed))
     }
 
     async fn range(
@@ -502,6 +496,17 @@ impl Index {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         Ok(query.bind(limit).fetch_all(self.db.pool()).await?)
     }
+}
+
+/// The distinct digests named by removed rows (`RETURNING sha256`).
+pub(crate) fn digests(rows: Vec<(String,)>) -> Vec<Digest> {
+    let mut digests: Vec<Digest> = rows
+        .into_iter()
+        .filter_map(|(hex,)| Digest::parse(&hex).ok())
+        .collect();
+    digests.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    digests.dedup();
+    digests
 }
 
 /// Where the next page of a listing starts.

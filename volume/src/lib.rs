@@ -132,6 +132,12 @@ pub enum VolumeError {
     TooLarge(u64),
     #[error("the disk is full")]
     NoSpace,
+    #[error("copying {rows} files and folders at once is more than the limit of {limit}")]
+    TreeTooLarge { rows: usize, limit: usize },
+    #[error("{to} is {from}, or one of them holds the other")]
+    Nested { from: String, to: String },
+    #[error("a resource may hold at most {limit} properties")]
+    TooManyProperties { limit: usize },
     #[error("storing {size} bytes would exceed the quota of {quota} bytes ({used} in use)")]
     QuotaExceeded { quota: u64, used: u64, size: u64 },
     #[error("{context}: {source}")]
@@ -585,7 +591,7 @@ impl Volume {
     /// Collect garbage: take over removals that outlived the lease, remove
     /// stored blobs no file names, and blobs the ledger does not know that
     /// are older than the grace period; count (and log) files whose blob is
-    /// missing. Safe to run on every gateway at once. A blob that cannot be
+    /// missing; clear expired WebDAV locks. Safe to run on every gateway at once. A blob that cannot be
     /// removed is logged and left for the next collection.
     pub async fn collect_garbage(&self) -> Result<SweepReport, VolumeError> {
         let lease_ms = i64::try_from(self.removal_lease.as_millis()).unwrap_or(i64::MAX);
@@ -625,6 +631,10 @@ impl Volume {
                 tracing::error!(sha256 = %named, "a file's blob is missing from the blob store");
                 files_missing_blobs += 1;
             }
+        }
+        let expired_locks = self.webdav().clear_expired().await?;
+        if expired_locks > 0 {
+            tracing::debug!(expired_locks, "cleared expired WebDAV locks");
         }
         let report = SweepReport {
             temp_files_removed: 0,

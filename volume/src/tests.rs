@@ -885,6 +885,16 @@ fn names_of(listing: Listing) -> Vec<String> {
         .collect()
 }
 
+async fn properties_at(
+    dav: &webdav::WebDavStore<'_>,
+    owner: Owner,
+    key: &str,
+) -> Vec<webdav::DeadProperty> {
+    let keys = [key.to_owned()];
+    let found = dav.properties_of(owner, &keys).await.unwrap();
+    found.into_iter().map(|(_, property)| property).collect()
+}
+
 fn set(namespace: &str, name: &str, value: &str) -> webdav::PropertyChange {
     webdav::PropertyChange::Set(webdav::DeadProperty {
         namespace: namespace.into(),
@@ -936,12 +946,9 @@ async fn webdav_copies_and_moves_trees_as_rows(backend: &Backend) {
     let listing = volume.list(open, &folder("çà"), None, 10).await.unwrap();
     assert_eq!(names_of(listing), ["çà/a.txt", "çà/empty/", "çà/sub/"]);
     assert_eq!(read(&volume, "çà/sub/b.txt").await.unwrap().1, b"second");
+    assert_eq!(properties_at(&dav, open, "çà/a.txt").await[0].value, "on a");
     assert_eq!(
-        dav.properties(open, "çà/a.txt").await.unwrap()[0].value,
-        "on a"
-    );
-    assert_eq!(
-        dav.properties(open, "çà/").await.unwrap()[0].value,
+        properties_at(&dav, open, "çà/").await[0].value,
         "on the folder"
     );
     assert!(matches!(
@@ -967,7 +974,7 @@ async fn webdav_copies_and_moves_trees_as_rows(backend: &Backend) {
 
     // The originals go; the copies keep the content alive.
     volume.delete_folder(open, &folder("é€")).await.unwrap();
-    assert!(dav.properties(open, "é€/a.txt").await.unwrap().is_empty());
+    assert!(properties_at(&dav, open, "é€/a.txt").await.is_empty());
     volume.collect_garbage().await.unwrap();
     assert_eq!(read(&volume, "çà/a.txt").await.unwrap().1, b"first");
 
@@ -982,10 +989,7 @@ async fn webdav_copies_and_moves_trees_as_rows(backend: &Backend) {
         Node::Missing
     );
     assert_eq!(read(&volume, "m/sub/b.txt").await.unwrap().1, b"second");
-    assert_eq!(
-        dav.properties(open, "m/a.txt").await.unwrap()[0].value,
-        "on a"
-    );
+    assert_eq!(properties_at(&dav, open, "m/a.txt").await[0].value, "on a");
     // Over a folder, with overwrite: the folder goes, the file takes its name.
     let replaced = volume
         .move_node(open, &path("m/a.txt"), &path("shallow"), true)
@@ -1010,6 +1014,42 @@ async fn webdav_copies_and_moves_trees_as_rows(backend: &Backend) {
         .unwrap();
     assert!(!exists(&volume, &digest_of(b"only here")).await);
     assert_eq!(read(&volume, "lonely").await.unwrap().1, b"first");
+
+    // Nothing goes into itself, or onto a folder that holds it.
+    assert!(matches!(
+        volume
+            .move_node(open, &path("m"), &path("m/sub/x"), true)
+            .await,
+        Err(VolumeError::Nested { .. })
+    ));
+    assert!(matches!(
+        volume
+            .copy_node(open, &path("m/sub"), &path("m"), Depth::Infinity, true)
+            .await,
+        Err(VolumeError::Nested { .. })
+    ));
+    // No path may grow past the limit on the way.
+    let long = format!(
+        "p/{}/{}/{}/{}",
+        "a".repeat(250),
+        "b".repeat(250),
+        "c".repeat(250),
+        "d".repeat(250)
+    );
+    put(&volume, &long, b"long").await.unwrap();
+    assert!(matches!(
+        volume
+            .move_node(open, &path("p"), &path(&"q".repeat(40)), false)
+            .await,
+        Err(VolumeError::InvalidPath(PathError::TooLong(_)))
+    ));
+    assert_eq!(read(&volume, &long).await.unwrap().1, b"long");
+    // What a vanished folder left is dropped for a new one.
+    dav.change_properties(open, "gone/", &[set("urn:t", "p", "stale")])
+        .await
+        .unwrap();
+    dav.forget(open, "gone/").await.unwrap();
+    assert!(properties_at(&dav, open, "gone/").await.is_empty());
 
     // A copy counts against the quota, all or nothing.
     let alice = add_user(&volume, "alice", Some(10)).await.owner();
@@ -1091,7 +1131,10 @@ async fn webdav_locks_conflict_refresh_and_expire(backend: &Backend) {
     assert_eq!(held.len(), 3);
     let refreshed = dav.refresh_lock(bob, "urn:1", 600).await.unwrap().unwrap();
     assert_eq!(refreshed.timeout_s, 600);
-    assert_eq!(refreshed.holder, "<href xmlns=\"DAV:\">me</href>");
+    assert_eq!(
+        dav.holders(bob).await.unwrap()["urn:1"],
+        "<href xmlns=\"DAV:\">me</href>"
+    );
     assert!(dav.refresh_lock(bob, "urn:7", 600).await.unwrap().is_none());
     assert!(dav.unlock(bob, "urn:1").await.unwrap());
     assert!(!dav.unlock(bob, "urn:1").await.unwrap());
@@ -1107,6 +1150,7 @@ async fn webdav_locks_conflict_refresh_and_expire(backend: &Backend) {
             .await
             .unwrap()
     ));
+    assert_eq!(dav.clear_expired().await.unwrap(), 1);
     // Deleting a file takes its locks and properties; removing the user all.
     put_as(&volume, bob, "gone", b"g").await.unwrap();
     assert!(granted(
@@ -1125,7 +1169,7 @@ async fn webdav_locks_conflict_refresh_and_expire(backend: &Backend) {
             .iter()
             .all(|l| l.root != "gone")
     );
-    assert!(dav.properties(bob, "gone").await.unwrap().is_empty());
+    assert!(properties_at(&dav, bob, "gone").await.is_empty());
     assert!(volume.accounts().remove_user("bob").await.unwrap());
     assert!(dav.locks(bob).await.unwrap().is_empty());
 }

@@ -8,18 +8,26 @@
 //!
 //! Copies and moves run in one write transaction each, taking the owner's
 //! user row first (as an upload does after its blob's ledger row) and then
-//! the rows they read; they never touch the ledger: every digest they copy
-//! is named by a source row they hold locked, so no removal can start on
-//! it, and after the commit the copies name it too.
+//! every source file row, locked; they never touch the ledger: every digest
+//! they copy is named by a source row they hold, so no removal can count it
+//! unnamed, and after the commit the copies name it too.
 
 use sqlx::{Any, Transaction};
 
-use crate::path::{FilePath, Prefix};
+use crate::path::{FilePath, MAX_PATH_BYTES, PathError, Prefix};
 use crate::{Digest, FileMeta, Owner, Volume, VolumeError, accounts, now_ms};
 
 /// The most locks one tree may hold at once: a client that locks without
-/// end gets refused rather than slowing every write of its owner.
-pub const MAX_LOCKS_PER_OWNER: usize = 1000;
+/// end gets refused rather than slowing every write of its owner (each
+/// write reads its tree's locks).
+pub const MAX_LOCKS_PER_OWNER: usize = 256;
+
+/// The most dead properties one resource may hold.
+pub const MAX_PROPERTIES_PER_RESOURCE: usize = 256;
+
+/// The most files and folders one `COPY` may duplicate (a copy is rows, and
+/// holds SQLite's one write lock while it runs).
+pub const MAX_TREE_ROWS: usize = 100_000;
 
 /// What a name is in a tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,8 +88,6 @@ pub struct DavLock {
     pub root: String,
     pub infinite: bool,
     pub exclusive: bool,
-    /// The client's `DAV:owner`, an XML fragment (often plain text).
-    pub holder: String,
     pub timeout_s: u64,
     pub expires_ms: i64,
 }
@@ -98,11 +104,10 @@ impl DavLock {
         self.root == key || (key_is_folder(key) && self.root.starts_with(key))
     }
 
-    /// Whether this lock and `other` would lock a resource in common.
+    /// Whether this lock and a lock on `root` would lock a resource in
+    /// common.
     fn overlaps(&self, root: &str, infinite: bool) -> bool {
-        self.covers(root)
-            || (root == self.root)
-            || (infinite && key_is_folder(root) && self.root.starts_with(root))
+        self.covers(root) || (infinite && key_is_folder(root) && self.root.starts_with(root))
     }
 
     fn root_is_folder(&self) -> bool {
@@ -142,7 +147,6 @@ struct LockRow {
     path: String,
     infinite: i64,
     exclusive: i64,
-    holder: String,
     timeout_s: i64,
     expires_ms: i64,
 }
@@ -154,14 +158,14 @@ impl From<LockRow> for DavLock {
             root: row.path,
             infinite: row.infinite != 0,
             exclusive: row.exclusive != 0,
-            holder: row.holder,
             timeout_s: u64::try_from(row.timeout_s).unwrap_or_default(),
             expires_ms: row.expires_ms,
         }
     }
 }
 
-const LOCK_COLUMNS: &str = "token, path, infinite, exclusive, holder, timeout_s, expires_ms";
+/// Everything of a lock but its holder, which only lock discovery reads.
+const LOCK_COLUMNS: &str = "token, path, infinite, exclusive, timeout_s, expires_ms";
 
 /// What a name was found to be inside a write transaction.
 enum Found {
@@ -244,19 +248,29 @@ impl Volume {
         depth: Depth,
         overwrite: bool,
     ) -> Result<Transfer, VolumeError> {
+        refuse_nested(from, to)?;
         let mut tx = self.db().begin_write().await?;
         let quota = accounts::locked_quota(self.db(), &mut tx, owner).await?;
         let source = self.find(&mut tx, owner, from).await?;
+        let now = now_ms();
+        let copied_bytes = match &source {
+            Found::Missing => return Err(VolumeError::NotFound(from.to_string())),
+            Found::File(meta) => meta.size,
+            Found::Folder if depth == Depth::Zero => 0,
+            Found::Folder => {
+                self.hold_tree(&mut tx, owner, from, to, Some(MAX_TREE_ROWS))
+                    .await?
+            }
+        };
         let (transfer, released) = self
             .clear_destination(&mut tx, owner, to, overwrite)
             .await?;
-        let now = now_ms();
+        if let Some(quota) = quota {
+            check_room(&mut tx, owner, quota, copied_bytes).await?;
+        }
         match source {
-            Found::Missing => return Err(VolumeError::NotFound(from.to_string())),
-            Found::File(meta) => {
-                if let Some(quota) = quota {
-                    check_room(&mut tx, owner, quota, meta.size).await?;
-                }
+            Found::Missing => {}
+            Found::File(_) => {
                 sqlx::query(
                     "INSERT INTO files (owner, path, size, sha256, content_type, created_ms, modified_ms)
                      SELECT owner, $3, size, sha256, content_type, $4, $4 FROM files
@@ -274,18 +288,6 @@ impl Volume {
                 let (from, to) = (folder_of(from)?, folder_of(to)?);
                 let upper = upper_of(&from);
                 if depth == Depth::Infinity {
-                    if let Some(quota) = quota {
-                        let (size,): (i64,) = sqlx::query_as(
-                            "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM files
-                             WHERE owner = $1 AND path >= $2 AND path < $3",
-                        )
-                        .bind(owner.id())
-                        .bind(from.as_str())
-                        .bind(&upper)
-                        .fetch_one(&mut **tx)
-                        .await?;
-                        check_room(&mut tx, owner, quota, u64::try_from(size).unwrap_or(0)).await?;
-                    }
                     for sql in [
                         "INSERT INTO files (owner, path, size, sha256, content_type, created_ms, modified_ms)
                          SELECT owner, $2 || SUBSTR(path, CAST($3 AS INTEGER)), size, sha256,
@@ -332,20 +334,28 @@ impl Volume {
         to: &FilePath,
         overwrite: bool,
     ) -> Result<Transfer, VolumeError> {
+        refuse_nested(from, to)?;
         let mut tx = self.db().begin_write().await?;
         // The user's row first, as uploads and copies take it.
         accounts::locked_quota(self.db(), &mut tx, owner).await?;
         let source = self.find(&mut tx, owner, from).await?;
+        match source {
+            Found::Missing => return Err(VolumeError::NotFound(from.to_string())),
+            Found::Folder => {
+                self.hold_tree(&mut tx, owner, from, to, None).await?;
+            }
+            Found::File(_) => {}
+        }
         let (transfer, released) = self
             .clear_destination(&mut tx, owner, to, overwrite)
             .await?;
         match source {
-            Found::Missing => return Err(VolumeError::NotFound(from.to_string())),
+            Found::Missing => {}
             Found::File(_) => {
                 for sql in [
                     "UPDATE files SET path = $3 WHERE owner = $1 AND path = $2",
                     "UPDATE dav_properties SET path = $3 WHERE owner = $1 AND path = $2",
-                    "DELETE FROM dav_locks WHERE owner = $1 AND path = $2 AND path <> $3",
+                    "DELETE FROM dav_locks WHERE owner = $1 AND path = $2",
                 ] {
                     sqlx::query(sql)
                         .bind(owner.id())
@@ -422,9 +432,67 @@ impl Volume {
         Ok(Found::Missing)
     }
 
-    /// Make room at `to` inside `tx`: with `overwrite`, remove the file of
-    /// that name and the folder of that name with all it holds (rows,
-    /// properties, locks); without, refuse if either exists. Returns what
+    /// Take the rows of the tree under `from` (file rows locked, on
+    /// PostgreSQL, until `tx` ends) and check it may go to `to`: no path
+    /// grows past [`MAX_PATH_BYTES`], and at most `max_rows` files and
+    /// folders. Returns the bytes its files take.
+    async fn hold_tree(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        owner: Owner,
+        from: &FilePath,
+        to: &FilePath,
+        max_rows: Option<usize>,
+    ) -> Result<u64, VolumeError> {
+        let (from, to) = (folder_of(from)?, folder_of(to)?);
+        let upper = upper_of(&from);
+        let files: Vec<(String, i64)> = sqlx::query_as(&format!(
+            "SELECT path, size FROM files WHERE owner = $1 AND path >= $2 AND path < $3
+             ORDER BY path{}",
+            self.db().locking()
+        ))
+        .bind(owner.id())
+        .bind(from.as_str())
+        .bind(&upper)
+        .fetch_all(&mut **tx)
+        .await?;
+        let (folders, longest_folder): (i64, Option<i64>) = sqlx::query_as(&format!(
+            "SELECT COUNT(*), CAST(MAX({}) AS BIGINT) FROM folders
+             WHERE owner = $1 AND path >= $2 AND path < $3",
+            self.db().byte_length("path")
+        ))
+        .bind(owner.id())
+        .bind(from.as_str())
+        .bind(&upper)
+        .fetch_one(&mut **tx)
+        .await?;
+        let rows = files.len() + usize::try_from(folders).unwrap_or(usize::MAX);
+        if let Some(limit) = max_rows
+            && rows > limit
+        {
+            return Err(VolumeError::TreeTooLarge { rows, limit });
+        }
+        let longest = files
+            .iter()
+            .map(|(path, _)| path.len())
+            .chain(longest_folder.and_then(|len| usize::try_from(len).ok()))
+            .max()
+            .unwrap_or(0);
+        let grown = (longest + to.as_str().len()).saturating_sub(from.as_str().len());
+        if grown > MAX_PATH_BYTES {
+            return Err(VolumeError::InvalidPath(PathError::TooLong(grown)));
+        }
+        Ok(files
+            .iter()
+            .map(|(_, size)| u64::try_from(*size).unwrap_or(0))
+            .sum())
+    }
+
+    /// Make room at `to` inside `tx`: refuse (`AlreadyExists`) if a file or
+    /// folder of that name exists and `overwrite` does not allow replacing
+    /// it; else remove the file of that name and the folder of that name
+    /// with all it holds, and any properties and locks left at those keys
+    /// (a folder that only held files leaves its own behind). Returns what
     /// the transfer will be and the digests the removed files named.
     async fn clear_destination(
         &self,
@@ -433,36 +501,39 @@ impl Volume {
         to: &FilePath,
         overwrite: bool,
     ) -> Result<(Transfer, Vec<Digest>), VolumeError> {
-        if matches!(self.find(tx, owner, to).await?, Found::Missing) {
-            return Ok((Transfer::Created, Vec::new()));
-        }
-        if !overwrite {
-            return Err(VolumeError::AlreadyExists(to.to_string()));
-        }
+        let transfer = match self.find(tx, owner, to).await? {
+            Found::Missing => Transfer::Created,
+            _ if !overwrite => return Err(VolumeError::AlreadyExists(to.to_string())),
+            _ => Transfer::Replaced,
+        };
         let folder = folder_of(to)?;
         let upper = upper_of(&folder);
-        let mut removed: Vec<(String,)> =
-            sqlx::query_as("DELETE FROM files WHERE owner = $1 AND path = $2 RETURNING sha256")
+        let mut removed: Vec<(String,)> = Vec::new();
+        if transfer == Transfer::Replaced {
+            removed =
+                sqlx::query_as("DELETE FROM files WHERE owner = $1 AND path = $2 RETURNING sha256")
+                    .bind(owner.id())
+                    .bind(to.as_str())
+                    .fetch_all(&mut **tx)
+                    .await?;
+            removed.extend(
+                sqlx::query_as::<_, (String,)>(
+                    "DELETE FROM files WHERE owner = $1 AND path >= $2 AND path < $3
+                     RETURNING sha256",
+                )
                 .bind(owner.id())
-                .bind(to.as_str())
+                .bind(folder.as_str())
+                .bind(&upper)
                 .fetch_all(&mut **tx)
+                .await?,
+            );
+            sqlx::query("DELETE FROM folders WHERE owner = $1 AND path >= $2 AND path < $3")
+                .bind(owner.id())
+                .bind(folder.as_str())
+                .bind(&upper)
+                .execute(&mut **tx)
                 .await?;
-        removed.extend(
-            sqlx::query_as::<_, (String,)>(
-                "DELETE FROM files WHERE owner = $1 AND path >= $2 AND path < $3 RETURNING sha256",
-            )
-            .bind(owner.id())
-            .bind(folder.as_str())
-            .bind(&upper)
-            .fetch_all(&mut **tx)
-            .await?,
-        );
-        sqlx::query("DELETE FROM folders WHERE owner = $1 AND path >= $2 AND path < $3")
-            .bind(owner.id())
-            .bind(folder.as_str())
-            .bind(&upper)
-            .execute(&mut **tx)
-            .await?;
+        }
         for table in ["dav_properties", "dav_locks"] {
             sqlx::query(&format!(
                 "DELETE FROM {table} WHERE owner = $1
@@ -475,7 +546,7 @@ impl Volume {
             .execute(&mut **tx)
             .await?;
         }
-        Ok((Transfer::Replaced, digests(removed)))
+        Ok((transfer, crate::index::digests(removed)))
     }
 
     /// Let go of blobs that changes which committed may have left unnamed.
@@ -501,15 +572,22 @@ fn upper_of(prefix: &Prefix) -> String {
     prefix.upper_bound().unwrap_or_default()
 }
 
-/// The distinct digests of removed rows.
-fn digests(rows: Vec<(String,)>) -> Vec<Digest> {
-    let mut digests: Vec<Digest> = rows
-        .into_iter()
-        .filter_map(|(hex,)| Digest::parse(&hex).ok())
-        .collect();
-    digests.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-    digests.dedup();
-    digests
+/// Refuse a copy or move of `from` onto itself, into itself, or onto a
+/// folder that holds it (replacing which would remove the source).
+fn refuse_nested(from: &FilePath, to: &FilePath) -> Result<(), VolumeError> {
+    let (from, to) = (from.as_str(), to.as_str());
+    let inside = |inner: &str, outer: &str| {
+        inner
+            .strip_prefix(outer)
+            .is_some_and(|rest| rest.starts_with('/'))
+    };
+    if from == to || inside(to, from) || inside(from, to) {
+        return Err(VolumeError::Nested {
+            from: from.to_owned(),
+            to: to.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// A statement that rewrites paths under `from` to lie under `to`: `$1`
@@ -559,7 +637,8 @@ async fn copy_properties(
     sqlx::query(
         "INSERT INTO dav_properties (owner, path, namespace, name, value)
          SELECT owner, $3, namespace, name, value FROM dav_properties
-         WHERE owner = $1 AND path = $2",
+         WHERE owner = $1 AND path = $2
+         ON CONFLICT (owner, path, namespace, name) DO UPDATE SET value = excluded.value",
     )
     .bind(owner.id())
     .bind(from)
@@ -580,28 +659,30 @@ impl WebDavStore<'_> {
         self.volume.db()
     }
 
-    /// The dead properties of the resource `key`.
-    pub async fn properties(
-        &self,
-        owner: Owner,
-        key: &str,
-    ) -> Result<Vec<DeadProperty>, VolumeError> {
-        Ok(sqlx::query_as(
-            "SELECT namespace, name, value FROM dav_properties
-             WHERE owner = $1 AND path = $2 ORDER BY namespace, name",
-        )
-        .bind(owner.id())
-        .bind(key)
-        .fetch_all(self.db().pool())
-        .await?)
+    /// Drop what is left at `key` of a resource that is gone (a folder that
+    /// only held files leaves its properties and locks when they go): a
+    /// new resource made there starts clean.
+    pub async fn forget(&self, owner: Owner, key: &str) -> Result<(), VolumeError> {
+        let mut tx = self.db().begin_write().await?;
+        for table in ["dav_properties", "dav_locks"] {
+            sqlx::query(&format!(
+                "DELETE FROM {table} WHERE owner = $1 AND path = $2"
+            ))
+            .bind(owner.id())
+            .bind(key)
+            .execute(&mut **tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
-    /// The dead properties of every resource under `prefix` (not the
-    /// folder's own), keyed by resource.
-    pub async fn properties_within(
+    /// The dead properties of the resources `keys` (a folder's listing),
+    /// keyed by resource.
+    pub async fn properties_of(
         &self,
         owner: Owner,
-        prefix: &Prefix,
+        keys: &[String],
     ) -> Result<Vec<(String, DeadProperty)>, VolumeError> {
         #[derive(sqlx::FromRow)]
         struct Row {
@@ -609,20 +690,24 @@ impl WebDavStore<'_> {
             #[sqlx(flatten)]
             property: DeadProperty,
         }
-        let upper = prefix.upper_bound().unwrap_or_else(|| "\u{10ffff}".into());
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT path, namespace, name, value FROM dav_properties
-             WHERE owner = $1 AND path > $2 AND path < $3 ORDER BY path, namespace, name",
-        )
-        .bind(owner.id())
-        .bind(prefix.as_str())
-        .bind(upper)
-        .fetch_all(self.db().pool())
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(|row| (row.path, row.property))
-            .collect())
+        const CHUNK: usize = 500;
+        let mut found = Vec::new();
+        for chunk in keys.chunks(CHUNK) {
+            let placeholders: Vec<String> =
+                (0..chunk.len()).map(|at| format!("${}", at + 2)).collect();
+            let sql = format!(
+                "SELECT path, namespace, name, value FROM dav_properties
+                 WHERE owner = $1 AND path IN ({}) ORDER BY path, namespace, name",
+                placeholders.join(", ")
+            );
+            let mut query = sqlx::query_as::<_, Row>(&sql).bind(owner.id());
+            for key in chunk {
+                query = query.bind(key);
+            }
+            let rows = query.fetch_all(self.db().pool()).await?;
+            found.extend(rows.into_iter().map(|row| (row.path, row.property)));
+        }
+        Ok(found)
     }
 
     /// Apply `changes` to the properties of `key`, in order, all or none.
@@ -664,6 +749,17 @@ impl WebDavStore<'_> {
                 }
             }
         }
+        let (count,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM dav_properties WHERE owner = $1 AND path = $2")
+                .bind(owner.id())
+                .bind(key)
+                .fetch_one(&mut **tx)
+                .await?;
+        if usize::try_from(count).unwrap_or(usize::MAX) > MAX_PROPERTIES_PER_RESOURCE {
+            return Err(VolumeError::TooManyProperties {
+                limit: MAX_PROPERTIES_PER_RESOURCE,
+            });
+        }
         tx.commit().await?;
         Ok(())
     }
@@ -680,24 +776,36 @@ impl WebDavStore<'_> {
         Ok(rows.into_iter().map(DavLock::from).collect())
     }
 
-    /// Grant `lock` unless a live lock is in its way (expired ones are
-    /// cleared first), in one write transaction: two gateways cannot both
-    /// grant an exclusive lock on one resource.
+    /// The holders (the clients' `DAV:owner` fragments) of `owner`'s live
+    /// locks, by token: what lock discovery shows.
+    pub async fn holders(
+        &self,
+        owner: Owner,
+    ) -> Result<std::collections::HashMap<String, String>, VolumeError> {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT token, holder FROM dav_locks WHERE owner = $1 AND expires_ms > $2",
+        )
+        .bind(owner.id())
+        .bind(now_ms())
+        .fetch_all(self.db().pool())
+        .await?;
+        Ok(rows.into_iter().collect())
+    }
+
+    /// Grant `lock` unless a live lock is in its way, in one write
+    /// transaction that holds the tree's lock: two gateways cannot both
+    /// grant an exclusive lock on one resource. (It deletes nothing, so it
+    /// never waits on rows a copy or move holds; expired locks are cleared
+    /// by [`WebDavStore::clear_expired`].)
     pub async fn lock(&self, owner: Owner, lock: NewLock) -> Result<LockOutcome, VolumeError> {
         let now = now_ms();
         let mut tx = self.db().begin_write().await?;
-        sqlx::query("DELETE FROM dav_locks WHERE owner = $1 AND expires_ms <= $2")
-            .bind(owner.id())
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
-        // Taking the owner's user row serialises lock grants per tree on
-        // PostgreSQL (SQLite's writers take turns already).
-        accounts::locked_quota(self.db(), &mut tx, owner).await?;
+        self.db().lock_tree(&mut tx, owner.id()).await?;
         let rows: Vec<LockRow> = sqlx::query_as(&format!(
-            "SELECT {LOCK_COLUMNS} FROM dav_locks WHERE owner = $1"
+            "SELECT {LOCK_COLUMNS} FROM dav_locks WHERE owner = $1 AND expires_ms > $2"
         ))
         .bind(owner.id())
+        .bind(now)
         .fetch_all(&mut **tx)
         .await?;
         let held: Vec<DavLock> = rows.into_iter().map(DavLock::from).collect();
@@ -711,15 +819,16 @@ impl WebDavStore<'_> {
         }
         let expires_ms = now.saturating_add(seconds_ms(lock.timeout_s));
         sqlx::query(&format!(
-            "INSERT INTO dav_locks ({LOCK_COLUMNS}, owner) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+            "INSERT INTO dav_locks ({LOCK_COLUMNS}, holder, owner)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
         ))
         .bind(&lock.token)
         .bind(&lock.root)
         .bind(i64::from(lock.infinite))
         .bind(i64::from(lock.exclusive))
-        .bind(&lock.holder)
         .bind(i64::try_from(lock.timeout_s).unwrap_or(i64::MAX))
         .bind(expires_ms)
+        .bind(&lock.holder)
         .bind(owner.id())
         .execute(&mut **tx)
         .await?;
@@ -729,10 +838,19 @@ impl WebDavStore<'_> {
             root: lock.root,
             infinite: lock.infinite,
             exclusive: lock.exclusive,
-            holder: lock.holder,
             timeout_s: lock.timeout_s,
             expires_ms,
         }))
+    }
+
+    /// Remove every lock that has expired (they count for nothing already);
+    /// how many went.
+    pub async fn clear_expired(&self) -> Result<u64, VolumeError> {
+        let gone = sqlx::query("DELETE FROM dav_locks WHERE expires_ms <= $1")
+            .bind(now_ms())
+            .execute(self.db().pool())
+            .await?;
+        Ok(gone.rows_affected())
     }
 
     /// Give the live lock `token` a new timeout; the lock, if it was live.
@@ -782,7 +900,6 @@ mod tests {
             root: root.into(),
             infinite,
             exclusive: true,
-            holder: String::new(),
             timeout_s: 60,
             expires_ms: 0,
         }

@@ -6,6 +6,9 @@
 
 use axum::http::HeaderMap;
 
+/// The most lists one `If` header may hold.
+const MAX_LISTS: usize = 64;
+
 /// A parsed `If` header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct IfHeader {
@@ -96,6 +99,9 @@ impl IfHeader {
         }
         if lists.is_empty() {
             return Err("If holds no list".into());
+        }
+        if lists.len() > MAX_LISTS {
+            return Err(format!("If holds more than {MAX_LISTS} lists"));
         }
         Ok(Self { lists })
     }

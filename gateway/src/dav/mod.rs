@@ -43,7 +43,10 @@ use self::conditions::{IfHeader, ResourceState};
 use self::xml::{DAV, Document, PropName, Propfind};
 
 /// The largest XML body accepted (`PROPFIND`, `PROPPATCH`, `LOCK`).
-const MAX_XML_BODY: usize = 1024 * 1024;
+const MAX_XML_BODY: usize = 256 * 1024;
+
+/// The most resources an `If` header may name by tag (each is looked up).
+const MAX_IF_TAGS: usize = 16;
 
 /// A lock's timeout when the client names none, and the longest granted.
 const DEFAULT_LOCK_TIMEOUT_S: u64 = 3600;
@@ -261,7 +264,15 @@ impl Dav<'_> {
         if let Some(condition) = &condition {
             let mut states: HashMap<Option<String>, ResourceState> = HashMap::new();
             states.insert(None, resource_state(node, &key_of(node, target), &locks));
-            for tag in condition.tags() {
+            let mut tags: Vec<&str> = condition.tags().collect();
+            tags.sort_unstable();
+            tags.dedup();
+            if tags.len() > MAX_IF_TAGS {
+                return Err(AppError::BadRequest(format!(
+                    "an If header may name at most {MAX_IF_TAGS} resources"
+                )));
+            }
+            for tag in tags {
                 if states.contains_key(&Some(tag.to_owned())) {
                     continue;
                 }
@@ -286,15 +297,11 @@ impl Dav<'_> {
         refuse_locked(&locks, condition.as_ref(), changes)
     }
 
-    /// The resource a tag or `Destination` URL names, if it is one of ours.
+    /// The resource an `If` tag names. Only its path counts: every tag is
+    /// looked up in the caller's own tree, and a proxy may have rewritten
+    /// the `Host` the client saw.
     fn tag_target(&self, url: &str) -> Option<Target> {
         let uri: Uri = url.parse().ok()?;
-        if let Some(authority) = uri.authority() {
-            let host = self.headers.get(header::HOST)?.to_str().ok()?;
-            if !authority.as_str().eq_ignore_ascii_case(host) {
-                return None;
-            }
-        }
         Target::from_path(uri.path())?.ok()
     }
 
@@ -451,6 +458,12 @@ impl Dav<'_> {
         let folder = Prefix::parse(name.as_str())?;
         self.state
             .volume
+            .webdav()
+            .forget(self.owner, folder.as_str())
+            .await
+            .map_err(|error| AppError::from_volume(error, folder.as_str()))?;
+        self.state
+            .volume
             .make_folder(self.owner, &folder)
             .await
             .map_err(|error| AppError::from_volume(error, folder.as_str()))?;
@@ -472,24 +485,17 @@ impl Dav<'_> {
         let key = key_of(&node, target);
         let store = self.state.volume.webdav();
         let locks = self.locks().await?;
-        let mut dead = HashMap::<String, Vec<volume::webdav::DeadProperty>>::new();
-        dead.insert(
-            key.clone(),
+        let holders = if locks.is_empty() {
+            HashMap::new()
+        } else {
             store
-                .properties(self.owner, &key)
+                .holders(self.owner)
                 .await
-                .map_err(|error| AppError::from_volume(error, &key))?,
-        );
+                .map_err(|error| AppError::from_volume(error, &key))?
+        };
         let mut resources = vec![(key, node)];
         if let (true, Node::Folder(folder)) = (depth_one, &resources[0].1) {
             let prefix = folder.prefix.clone();
-            for (path, property) in store
-                .properties_within(self.owner, &prefix)
-                .await
-                .map_err(|error| AppError::from_volume(error, prefix.as_str()))?
-            {
-                dead.entry(path).or_default().push(property);
-            }
             for entry in self.entries(&prefix).await? {
                 resources.push(match entry {
                     Entry::File(meta) => (meta.path.clone(), Node::File(meta)),
@@ -506,6 +512,15 @@ impl Dav<'_> {
                 });
             }
         }
+        let keys: Vec<String> = resources.iter().map(|(key, _)| key.clone()).collect();
+        let mut dead = HashMap::<String, Vec<volume::webdav::DeadProperty>>::new();
+        for (path, property) in store
+            .properties_of(self.owner, &keys)
+            .await
+            .map_err(|error| AppError::from_volume(error, &keys[0]))?
+        {
+            dead.entry(path).or_default().push(property);
+        }
         let mut document = Document::new("multistatus");
         for (key, node) in &resources {
             let properties = dead.get(key).map(Vec::as_slice).unwrap_or_default();
@@ -514,6 +529,7 @@ impl Dav<'_> {
                 node,
                 dead: properties,
                 locks: &locks,
+                holders: &holders,
             };
             resource.describe(&mut document, &asked);
         }
@@ -583,14 +599,23 @@ impl Dav<'_> {
                 "the root collection cannot be copied, moved or replaced".into(),
             ));
         };
+        let node = self.node(target).await?;
+        let folder = match node {
+            Node::Missing => return Err(AppError::NotFound(target.shown())),
+            Node::Folder(_) => true,
+            Node::File(_) => false,
+        };
+        // RFC 4918 9.8.3, 9.9.2: a collection is copied with Depth 0 or
+        // infinity, moved with infinity; for a file Depth means nothing.
         let depth = match self.headers.get("depth").map(HeaderValue::as_bytes) {
             None | Some(b"infinity") => Depth::Infinity,
-            Some(b"0") if copy => Depth::Zero,
+            Some(b"0") if copy || !folder => Depth::Zero,
+            Some(_) if !folder => Depth::Infinity,
             _ => {
                 return Err(AppError::BadRequest(if copy {
-                    "COPY takes Depth 0 or infinity".into()
+                    "COPY of a collection takes Depth 0 or infinity".into()
                 } else {
-                    "MOVE takes Depth infinity".into()
+                    "MOVE of a collection takes Depth infinity".into()
                 }));
             }
         };
@@ -600,18 +625,6 @@ impl Dav<'_> {
             _ => return Err(AppError::BadRequest("Overwrite is T or F".into())),
         };
         let (from_path, to_path) = (from_name.as_str(), to_name.as_str());
-        if from_path == to_path
-            || to_path.starts_with(&format!("{from_path}/"))
-            || from_path.starts_with(&format!("{to_path}/"))
-        {
-            return Err(AppError::Forbidden(
-                "the source and the destination are the same, or one holds the other".into(),
-            ));
-        }
-        let node = self.node(target).await?;
-        if matches!(node, Node::Missing) {
-            return Err(AppError::NotFound(target.shown()));
-        }
         if !self.parent_exists(&to).await? {
             return Err(AppError::Conflict(format!(
                 "the collection {to_name} would be in does not exist"
@@ -642,7 +655,12 @@ impl Dav<'_> {
         };
         match done {
             Ok(Transfer::Created) => {
-                let location = HeaderValue::from_str(&href(&to_key))
+                let created = if folder {
+                    to_folder
+                } else {
+                    to_path.to_owned()
+                };
+                let location = HeaderValue::from_str(&href(&created))
                     .map_err(|error| AppError::Internal(error.to_string()))?;
                 Ok((StatusCode::CREATED, [(header::LOCATION, location)]).into_response())
             }
@@ -654,18 +672,23 @@ impl Dav<'_> {
         }
     }
 
-    /// The resource a `Destination` header names: ours, under `/dav/`.
+    /// The resource a `Destination` header names: ours, under `/dav/`. A
+    /// URL naming another host than the request's `Host` (or the
+    /// `X-Forwarded-Host` a proxy set) is another server's: `502`.
     fn destination(&self, url: &str) -> Result<Target, AppError> {
         let uri: Uri = url
             .parse()
             .map_err(|_| AppError::BadRequest("the Destination is not a URL".into()))?;
         if let Some(authority) = uri.authority() {
-            let host = self
-                .headers
-                .get(header::HOST)
-                .and_then(|host| host.to_str().ok())
-                .unwrap_or_default();
-            if !authority.as_str().eq_ignore_ascii_case(host) {
+            let named = without_default_port(authority.as_str(), uri.scheme_str());
+            let ours = [header::HOST.as_str(), "x-forwarded-host"]
+                .into_iter()
+                .filter_map(|name| self.headers.get(name)?.to_str().ok())
+                .flat_map(|value| value.split(','))
+                .any(|host| {
+                    without_default_port(host.trim(), uri.scheme_str()).eq_ignore_ascii_case(named)
+                });
+            if !ours {
                 return Err(AppError::BadGateway(
                     "the Destination is on another server".into(),
                 ));
@@ -707,8 +730,16 @@ impl Dav<'_> {
                 "the collection {name} would be in does not exist"
             )));
         }
-        // The If header must hold; lock conflicts are the grant's to find.
-        self.preconditions(target, &node, &[]).await?;
+        // The If header must hold, and a new file joins its folder (whose
+        // lock's token is then needed); conflicts are the grant's to find.
+        let parent = parent_key(target);
+        let changes: &[Change<'_>] = if created {
+            &[Change::One(&parent)]
+        } else {
+            &[]
+        };
+        self.preconditions(target, &node, changes).await?;
+        let holder = info.holder.clone();
         let granted = self
             .state
             .volume
@@ -737,15 +768,12 @@ impl Dav<'_> {
             }
         };
         if created {
-            // RFC 4918 §7.3: locking an unmapped URL makes an empty file.
-            let stored = files::store(
-                self.state,
-                self.caller,
-                name,
-                &HeaderMap::new(),
-                Body::empty(),
-            )
-            .await;
+            // RFC 4918 §7.3: locking an unmapped URL makes an empty file,
+            // unless a file appeared there meanwhile.
+            let mut create_only = HeaderMap::new();
+            create_only.insert(header::IF_NONE_MATCH, HeaderValue::from_static("*"));
+            let stored =
+                files::store(self.state, self.caller, name, &create_only, Body::empty()).await;
             if let Err(error) = stored {
                 let _ = self
                     .state
@@ -761,7 +789,7 @@ impl Dav<'_> {
         } else {
             StatusCode::OK
         };
-        Ok(lock_answer(status, &lock))
+        Ok(lock_answer(status, &lock, &holder))
     }
 
     /// `LOCK` without a body: give the lock the `If` header names a new
@@ -801,7 +829,15 @@ impl Dav<'_> {
             .await
             .map_err(|error| AppError::from_volume(error, key))?
             .ok_or_else(|| AppError::PreconditionFailed("the lock expired".into()))?;
-        Ok(lock_answer(StatusCode::OK, &refreshed))
+        let holders = self
+            .state
+            .volume
+            .webdav()
+            .holders(self.owner)
+            .await
+            .map_err(|error| AppError::from_volume(error, key))?;
+        let holder = holders.get(&refreshed.token).map_or("", String::as_str);
+        Ok(lock_answer(StatusCode::OK, &refreshed, holder))
     }
 
     async fn unlock(&self, target: &Target) -> Result<Response, AppError> {
@@ -889,6 +925,15 @@ pub(crate) fn parent_key_of(path: &str) -> &str {
     path.rfind('/').map_or("", |slash| &path[..=slash])
 }
 
+/// `host[:port]` without the scheme's default port.
+fn without_default_port<'a>(authority: &'a str, scheme: Option<&str>) -> &'a str {
+    let default = match scheme {
+        Some("https") => ":443",
+        _ => ":80",
+    };
+    authority.strip_suffix(default).unwrap_or(authority)
+}
+
 /// The key of the folder a resource is in.
 fn parent_key(target: &Target) -> String {
     target
@@ -905,14 +950,11 @@ fn resource_state(node: &Node, key: &str, locks: &[DavLock]) -> ResourceState {
             Node::File(meta) => Some(format!("\"{}\"", meta.sha256)),
             _ => None,
         },
-        lock_tokens: match node {
-            Node::Missing => Vec::new(),
-            _ => locks
-                .iter()
-                .filter(|lock| lock.covers(key))
-                .map(|lock| lock.token.clone())
-                .collect(),
-        },
+        lock_tokens: locks
+            .iter()
+            .filter(|lock| lock.covers(key))
+            .map(|lock| lock.token.clone())
+            .collect(),
     }
 }
 
@@ -945,10 +987,10 @@ fn lock_timeout(headers: &HeaderMap) -> u64 {
         .clamp(1, MAX_LOCK_TIMEOUT_S)
 }
 
-fn lock_answer(status: StatusCode, lock: &DavLock) -> Response {
+fn lock_answer(status: StatusCode, lock: &DavLock, holder: &str) -> Response {
     let mut document = Document::new("prop");
     document.open("lockdiscovery");
-    active_lock(&mut document, lock);
+    active_lock(&mut document, lock, holder);
     document.close("lockdiscovery");
     let body = document.finish("prop");
     let mut response = (status, body).into_response();
@@ -963,7 +1005,8 @@ fn lock_answer(status: StatusCode, lock: &DavLock) -> Response {
     response
 }
 
-fn active_lock(document: &mut Document, lock: &DavLock) {
+/// A lock as lock discovery shows it; `holder` is its `DAV:owner` fragment.
+fn active_lock(document: &mut Document, lock: &DavLock, holder: &str) {
     document.open("activelock");
     document.open("locktype").empty("write").close("locktype");
     document
@@ -975,8 +1018,8 @@ fn active_lock(document: &mut Document, lock: &DavLock) {
         })
         .close("lockscope");
     document.leaf("depth", if lock.infinite { "infinity" } else { "0" });
-    if !lock.holder.is_empty() {
-        document.open("owner").fragment(&lock.holder).close("owner");
+    if !holder.is_empty() {
+        document.open("owner").fragment(holder).close("owner");
     }
     document.leaf("timeout", &format!("Second-{}", lock.timeout_s));
     document
@@ -1046,6 +1089,8 @@ struct Resource<'a> {
     node: &'a Node,
     dead: &'a [volume::webdav::DeadProperty],
     locks: &'a [DavLock],
+    /// The locks' holders, by token.
+    holders: &'a HashMap<String, String>,
 }
 
 impl Resource<'_> {
@@ -1114,7 +1159,8 @@ impl Resource<'_> {
             "lockdiscovery" => {
                 document.open("lockdiscovery");
                 for lock in self.locks.iter().filter(|lock| lock.covers(self.key)) {
-                    active_lock(document, lock);
+                    let holder = self.holders.get(&lock.token).map_or("", String::as_str);
+                    active_lock(document, lock, holder);
                 }
                 document.close("lockdiscovery");
                 return;

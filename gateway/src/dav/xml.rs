@@ -22,6 +22,16 @@ pub(crate) const DAV: &str = "DAV:";
 
 /// Elements nested deeper than this are refused (a request needs five).
 const MAX_DEPTH: usize = 64;
+/// More elements and text nodes than this in one body are refused.
+const MAX_NODES: usize = 10_000;
+/// More attributes (namespace declarations included) on one element are
+/// refused: some of quick-xml's name lookups grow with their number.
+const MAX_ATTRIBUTES: usize = 32;
+/// The longest property value stored, and the longest lock holder.
+pub(crate) const MAX_VALUE_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_HOLDER_BYTES: usize = 4 * 1024;
+/// The namespace the `xml` prefix is bound to, always.
+const XML_NAMESPACE: &str = "http://www.w3.org/XML/1998/namespace";
 
 /// Why a request body was refused; the text goes to the client (400).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -127,9 +137,15 @@ fn parse(body: &[u8]) -> Result<Element, XmlError> {
     let mut reader = NsReader::from_str(text);
     let mut open: Vec<Element> = Vec::new();
     let mut root: Option<Element> = None;
+    let mut nodes = 0usize;
     let bad = |error: quick_xml::Error| XmlError(error.to_string());
     loop {
         let (resolved, event) = reader.read_resolved_event().map_err(bad)?;
+        nodes += 1;
+        if nodes > MAX_NODES {
+            drop(resolved);
+            return refuse(format!("more than {MAX_NODES} XML nodes"));
+        }
         let namespace = if matches!(event, Event::Start(_) | Event::Empty(_)) {
             if open.len() >= MAX_DEPTH {
                 return refuse(format!("elements nest deeper than {MAX_DEPTH}"));
@@ -177,6 +193,7 @@ fn parse(body: &[u8]) -> Result<Element, XmlError> {
             Event::Eof => break,
         };
         if let Some(text) = text {
+            check_chars(&text)?;
             match open.last_mut() {
                 Some(parent) => match parent.children.last_mut() {
                     Some(Node::Text(before)) => before.push_str(&text),
@@ -201,7 +218,16 @@ fn element(
 ) -> Result<Element, XmlError> {
     let name = String::from_utf8_lossy(start.local_name().as_ref()).into_owned();
     let mut attributes = Vec::new();
-    for attribute in start.attributes() {
+    // Duplicates are checked below, once the count is known to be small
+    // (quick-xml's own check compares every pair).
+    let mut seen = 0;
+    for attribute in start.attributes().with_checks(false) {
+        seen += 1;
+        if seen > MAX_ATTRIBUTES {
+            return refuse(format!(
+                "an element has more than {MAX_ATTRIBUTES} attributes"
+            ));
+        }
         let attribute = attribute.map_err(|e| XmlError(e.to_string()))?;
         let key = attribute.key.as_ref();
         let value = attribute
@@ -220,12 +246,20 @@ fn element(
             }
             continue;
         }
+        check_chars(&value)?;
         let (resolved, local) = reader.resolve_attribute(attribute.key);
-        attributes.push((
+        let attribute = (
             namespace_of(resolved)?,
             String::from_utf8_lossy(local.as_ref()).into_owned(),
             value.into_owned(),
-        ));
+        );
+        if attributes
+            .iter()
+            .any(|(namespace, name, _)| (namespace, name) == (&attribute.0, &attribute.1))
+        {
+            return refuse(format!("the attribute {} appears twice", attribute.1));
+        }
+        attributes.push(attribute);
     }
     Ok(Element {
         namespace,
@@ -233,6 +267,17 @@ fn element(
         attributes,
         children: Vec::new(),
     })
+}
+
+/// Refuse characters XML 1.0 does not allow (C0 controls but tab, line
+/// feed and carriage return), which would make a stored value unreadable.
+fn check_chars(text: &str) -> Result<(), XmlError> {
+    if text.chars().any(|c| {
+        c < ' ' && !matches!(c, '\t' | '\n' | '\r') || matches!(c, '\u{fffe}' | '\u{ffff}')
+    }) {
+        return refuse("a character XML does not allow");
+    }
+    Ok(())
 }
 
 fn attach(
@@ -292,10 +337,16 @@ pub(crate) fn parse_proppatch(body: &[u8]) -> Result<Vec<PropertyChange>, XmlErr
         for prop in step.elements().filter(|prop| prop.is(DAV, "prop")) {
             for property in prop.elements() {
                 changes.push(if set {
+                    let value = fragment(&property.children);
+                    if value.len() > MAX_VALUE_BYTES {
+                        return refuse(format!(
+                            "a property value is limited to {MAX_VALUE_BYTES} bytes"
+                        ));
+                    }
                     PropertyChange::Set(DeadProperty {
                         namespace: property.namespace.clone(),
                         name: property.name.clone(),
-                        value: fragment(&property.children),
+                        value,
                     })
                 } else {
                     PropertyChange::Remove {
@@ -336,6 +387,9 @@ pub(crate) fn parse_lockinfo(body: &[u8]) -> Result<LockInfo, XmlError> {
         .child("owner")
         .map(|owner| fragment(&owner.children))
         .unwrap_or_default();
+    if holder.len() > MAX_HOLDER_BYTES {
+        return refuse(format!("DAV:owner is limited to {MAX_HOLDER_BYTES} bytes"));
+    }
     Ok(LockInfo { exclusive, holder })
 }
 
@@ -359,6 +413,9 @@ fn write_nodes(writer: &mut Writer<Vec<u8>>, nodes: &[Node]) {
                 for (at, (namespace, name, value)) in element.attributes.iter().enumerate() {
                     if namespace.is_empty() {
                         start.push_attribute((name.as_str(), value.as_str()));
+                    } else if namespace == XML_NAMESPACE {
+                        // `xml:` is bound already, and may not be declared.
+                        start.push_attribute((format!("xml:{name}").as_str(), value.as_str()));
                     } else {
                         start.push_attribute((format!("xmlns:a{at}").as_str(), namespace.as_str()));
                         start.push_attribute((format!("a{at}:{name}").as_str(), value.as_str()));
@@ -500,6 +557,17 @@ mod tests {
         }
         let deep = format!("{}{}", "<a>".repeat(100), "</a>".repeat(100));
         assert!(parse_propfind(deep.as_bytes()).is_err());
+        let attributes: String = (0..100).map(|at| format!(" a{at}=\"\"")).collect();
+        let many = format!("<propfind xmlns=\"DAV:\"{attributes}><allprop/></propfind>");
+        assert!(parse_propfind(many.as_bytes()).is_err());
+        let twice = "<propfind xmlns=\"DAV:\" a=\"1\" a=\"2\"><allprop/></propfind>";
+        assert!(parse_propfind(twice.as_bytes()).is_err());
+        let wide = format!(
+            "<propfind xmlns=\"DAV:\"><prop>{}</prop></propfind>",
+            "<x/>".repeat(20_000)
+        );
+        assert!(parse_propfind(wide.as_bytes()).is_err());
+        assert!(parse_propfind(b"<propfind xmlns=\"DAV:\"><prop>&#1;</prop></propfind>").is_err());
     }
 
     #[test]
@@ -534,6 +602,23 @@ mod tests {
                 }),
             ]
         );
+    }
+
+    #[test]
+    fn stored_values_stay_well_formed() {
+        let body = "<propertyupdate xmlns='DAV:'><set><prop>\
+            <v xmlns='urn:v'><t xml:lang='fr'>oui</t></v></prop></set></propertyupdate>";
+        let changes = parse_proppatch(body.as_bytes()).expect("valid");
+        let PropertyChange::Set(property) = &changes[0] else {
+            panic!("a set");
+        };
+        assert_eq!(property.value, "<t xmlns=\"urn:v\" xml:lang=\"fr\">oui</t>");
+        parse(format!("<r>{}</r>", property.value).as_bytes()).expect("well-formed");
+        let long = format!(
+            "<propertyupdate xmlns='DAV:'><set><prop><v xmlns='urn:v'>{}</v></prop></set></propertyupdate>",
+            "x".repeat(MAX_VALUE_BYTES + 1)
+        );
+        assert!(parse_proppatch(long.as_bytes()).is_err());
     }
 
     #[test]
