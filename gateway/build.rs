@@ -53,6 +53,12 @@ fn main() {
     ] {
         build.env_remove(var);
     }
+    // Wasm SIMD (which wasmtime compiles to the host's vector instructions)
+    // for BLAKE3's verification of downloads, and wherever LLVM finds use.
+    build.env(
+        "CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS",
+        "-C target-feature=+simd128",
+    );
     let status = build
         .status()
         .expect("could not run cargo to build storage-guest");

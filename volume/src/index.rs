@@ -9,9 +9,9 @@ use sqlx::{Any, Transaction};
 
 use crate::db::Database;
 use crate::path::{FilePath, Prefix};
-use crate::{Digest, Entry, FileMeta, Listing, Owner, VolumeError};
+use crate::{Digest, Digests, Entry, FileMeta, Listing, Owner, VolumeError};
 
-const COLUMNS: &str = "path, size, sha256, content_type, created_ms, modified_ms";
+const COLUMNS: &str = "path, size, sha256, blake3, content_type, created_ms, modified_ms";
 
 #[derive(Debug, Clone)]
 pub(crate) struct Index {
@@ -23,6 +23,7 @@ struct Row {
     path: String,
     size: i64,
     sha256: String,
+    blake3: Option<String>,
     content_type: String,
     created_ms: i64,
     modified_ms: i64,
@@ -34,6 +35,7 @@ impl From<Row> for FileMeta {
             path: row.path,
             size: u64::try_from(row.size).unwrap_or_default(),
             sha256: row.sha256,
+            blake3: row.blake3,
             content_type: row.content_type,
             created_ms: row.created_ms,
             modified_ms: row.modified_ms,
@@ -47,6 +49,7 @@ struct NewRow<'a> {
     path: &'a FilePath,
     size: i64,
     digest: &'a Digest,
+    blake3: Option<&'a Digest>,
     content_type: &'a str,
     now_ms: i64,
 }
@@ -130,7 +133,7 @@ impl Index {
         owner: Owner,
         path: &FilePath,
         size: u64,
-        digest: &Digest,
+        digests: &Digests,
         content_type: &str,
         overwrite: bool,
         now_ms: i64,
@@ -139,7 +142,8 @@ impl Index {
             owner,
             path,
             size: i64::try_from(size).map_err(|_| VolumeError::TooLarge(size))?,
-            digest,
+            digest: &digests.sha256,
+            blake3: digests.blake3.as_ref(),
             content_type,
             now_ms,
         };
@@ -165,7 +169,8 @@ impl Index {
                 tx,
                 &row,
                 "DO UPDATE SET size = excluded.size, sha256 = excluded.sha256,
-                 content_type = excluded.content_type, modified_ms = excluded.modified_ms",
+                 blake3 = excluded.blake3, content_type = excluded.content_type,
+                 modified_ms = excluded.modified_ms",
             )
             .await?
             .ok_or_else(|| VolumeError::NotFound(path.to_string()))?;
@@ -184,13 +189,14 @@ impl Index {
         on_conflict: &str,
     ) -> Result<Option<Row>, VolumeError> {
         Ok(sqlx::query_as(&format!(
-            "INSERT INTO files (owner, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $6)
+            "INSERT INTO files (owner, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
              ON CONFLICT (owner, path) {on_conflict} RETURNING {COLUMNS}"
         ))
         .bind(row.owner.id())
         .bind(row.path.as_str())
         .bind(row.size)
         .bind(row.digest.as_str())
+        .bind(row.blake3.map(Digest::as_str))
         .bind(row.content_type)
         .bind(row.now_ms)
         .fetch_optional(&mut **tx)

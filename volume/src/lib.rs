@@ -59,8 +59,12 @@ pub use crate::samples::{ProcessSample, SampleStore};
 pub struct FileMeta {
     pub path: String,
     pub size: u64,
-    /// Lowercase hex SHA-256 of the content.
+    /// Lowercase hex SHA-256 of the content: its address and ETag.
     pub sha256: String,
+    /// Lowercase hex BLAKE3 of the content, which downloads are verified
+    /// against (none for files stored before it was recorded).
+    #[serde(skip)]
+    pub blake3: Option<String>,
     pub content_type: String,
     /// Milliseconds since the Unix epoch.
     pub created_ms: i64,
@@ -93,7 +97,17 @@ pub struct Listing {
     pub next_after: Option<String>,
 }
 
-/// A validated SHA-256 digest in lowercase hex.
+/// What an instance computed of an upload's bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Digests {
+    /// SHA-256: the content's address and ETag.
+    pub sha256: Digest,
+    /// BLAKE3: what downloads are verified against. Without it they are
+    /// verified by SHA-256.
+    pub blake3: Option<Digest>,
+}
+
+/// A validated 256-bit digest (SHA-256 or BLAKE3) in lowercase hex.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Digest(String);
 
@@ -297,8 +311,9 @@ impl Volume {
         StagedBlob::create(&self.tmp).await
     }
 
-    /// Store the `staged` bytes, whose SHA-256 is `digest`, at `path`. With
-    /// `overwrite` false an existing path is refused with `AlreadyExists`.
+    /// Store the `staged` bytes, whose digests are `digests`, at `path`.
+    /// With `overwrite` false an existing path is refused with
+    /// `AlreadyExists`.
     ///
     /// The blob is written unless the ledger has it stored; then, in one
     /// transaction holding the blob's ledger row (claimed by inserting it if
@@ -310,10 +325,11 @@ impl Volume {
         owner: Owner,
         path: &FilePath,
         mut staged: StagedBlob,
-        digest: &Digest,
+        digests: &Digests,
         content_type: &str,
         overwrite: bool,
     ) -> Result<FileMeta, VolumeError> {
+        let digest = &digests.sha256;
         if !overwrite && self.index.get(owner, path).await?.is_some() {
             return Err(VolumeError::AlreadyExists(path.to_string()));
         }
@@ -374,7 +390,7 @@ impl Volume {
                             owner,
                             path,
                             size,
-                            digest,
+                            digests,
                             content_type,
                             overwrite,
                             now_ms(),

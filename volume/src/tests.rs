@@ -17,6 +17,14 @@ fn digest_of(content: &[u8]) -> Digest {
     Digest::parse(&hex::encode(Sha256::digest(content))).unwrap()
 }
 
+/// What an instance computes of an upload.
+fn digests_of(content: &[u8]) -> Digests {
+    Digests {
+        sha256: digest_of(content),
+        blake3: Some(Digest::parse(&blake3::hash(content).to_hex()).unwrap()),
+    }
+}
+
 fn path(p: &str) -> FilePath {
     FilePath::parse(p).unwrap()
 }
@@ -96,7 +104,7 @@ async fn put(volume: &Volume, p: &str, content: &[u8]) -> Result<FileMeta, Volum
             Owner::OPEN,
             &path(p),
             staged,
-            &digest_of(content),
+            &digests_of(content),
             "text/plain",
             true,
         )
@@ -161,7 +169,10 @@ async fn create_only_refuses_an_existing_path(backend: &Backend) {
             Owner::OPEN,
             &path("f"),
             staged(&volume, b"new").await,
-            &digest_of(b"new"),
+            &Digests {
+                sha256: digest_of(b"new"),
+                blake3: None,
+            },
             "text/plain",
             false,
         )
@@ -501,7 +512,7 @@ async fn create_only_admits_one_writer_per_new_path(backend: &Backend) {
                             Owner::OPEN,
                             &path(&name),
                             staged,
-                            &digest_of(&content),
+                            &digests_of(&content),
                             "text/plain",
                             false,
                         )
@@ -592,7 +603,7 @@ async fn put_as(
             owner,
             &path(p),
             staged,
-            &digest_of(content),
+            &digests_of(content),
             "text/plain",
             true,
         )

@@ -272,8 +272,8 @@ impl Volume {
             Found::Missing => {}
             Found::File(_) => {
                 sqlx::query(
-                    "INSERT INTO files (owner, path, size, sha256, content_type, created_ms, modified_ms)
-                     SELECT owner, $3, size, sha256, content_type, $4, $4 FROM files
+                    "INSERT INTO files (owner, path, size, sha256, blake3, content_type, created_ms, modified_ms)
+                     SELECT owner, $3, size, sha256, blake3, content_type, $4, $4 FROM files
                      WHERE owner = $1 AND path = $2",
                 )
                 .bind(owner.id())
@@ -289,9 +289,9 @@ impl Volume {
                 let upper = upper_of(&from);
                 if depth == Depth::Infinity {
                     for sql in [
-                        "INSERT INTO files (owner, path, size, sha256, content_type, created_ms, modified_ms)
+                        "INSERT INTO files (owner, path, size, sha256, blake3, content_type, created_ms, modified_ms)
                          SELECT owner, $2 || SUBSTR(path, CAST($3 AS INTEGER)), size, sha256,
-                                content_type, $6, $6
+                                blake3, content_type, $6, $6
                          FROM files WHERE owner = $1 AND path >= $4 AND path < $5",
                         "INSERT INTO folders (owner, path, created_ms)
                          SELECT owner, $2 || SUBSTR(path, CAST($3 AS INTEGER)), $6

@@ -371,12 +371,16 @@ impl bindings::wasm_storage::storage::volume::Host for HostState {
         path: String,
         body: Resource<Upload>,
         sha256: String,
+        blake3: String,
         content_type: String,
         overwrite: bool,
     ) -> Result<FileMeta, wit::VolumeError> {
         let owner = self.owner()?;
         let path = parse_path(&path)?;
-        let digest = volume::Digest::parse(&sha256).map_err(to_wit_error)?;
+        let digests = volume::Digests {
+            sha256: volume::Digest::parse(&sha256).map_err(to_wit_error)?,
+            blake3: Some(volume::Digest::parse(&blake3).map_err(to_wit_error)?),
+        };
         let upload = self
             .table
             .get_mut(&body)
@@ -391,7 +395,7 @@ impl bindings::wasm_storage::storage::volume::Host for HostState {
             .take()
             .ok_or_else(|| wit::VolumeError::Internal("the upload was already stored".into()))?;
         self.volume
-            .put(owner, &path, staged, &digest, &content_type, overwrite)
+            .put(owner, &path, staged, &digests, &content_type, overwrite)
             .await
             .map(to_wit_meta)
             .map_err(to_wit_error)
@@ -467,6 +471,7 @@ fn to_wit_meta(meta: volume::FileMeta) -> FileMeta {
         path: meta.path,
         size: meta.size,
         sha256: meta.sha256,
+        blake3: meta.blake3,
         content_type: meta.content_type,
         created_ms: meta.created_ms,
         modified_ms: meta.modified_ms,
