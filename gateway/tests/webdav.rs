@@ -397,6 +397,11 @@ async fn protocol_corners() {
         .await
         .unwrap();
     assert_eq!(blocked.status(), StatusCode::LOCKED);
+    let why = blocked.text().await.unwrap();
+    assert!(
+        why.contains("<D:lock-token-submitted><D:href>/dav/docs/a.txt</D:href>"),
+        "{why}"
+    );
     let allowed = dav(&server, "PUT", "/dav/docs/a.txt")
         .header("if", format!("({token})"))
         .body("changed")

@@ -306,15 +306,7 @@ impl Volume {
                             .await?;
                     }
                 }
-                sqlx::query(
-                    "INSERT INTO folders (owner, path, created_ms) VALUES ($1, $2, $3)
-                     ON CONFLICT (owner, path) DO NOTHING",
-                )
-                .bind(owner.id())
-                .bind(to.as_str())
-                .bind(now)
-                .execute(&mut **tx)
-                .await?;
+                ensure_folder(&mut tx, owner, &to, now).await?;
                 copy_properties(&mut tx, owner, from.as_str(), to.as_str()).await?;
             }
         }
@@ -388,15 +380,7 @@ impl Volume {
                     .await?;
                 // A folder that only held files is made on purpose at its
                 // destination, so that it stays if they go.
-                sqlx::query(
-                    "INSERT INTO folders (owner, path, created_ms) VALUES ($1, $2, $3)
-                     ON CONFLICT (owner, path) DO NOTHING",
-                )
-                .bind(owner.id())
-                .bind(to.as_str())
-                .bind(now_ms())
-                .execute(&mut **tx)
-                .await?;
+                ensure_folder(&mut tx, owner, &to, now_ms()).await?;
             }
         }
         tx.commit().await?;
@@ -607,6 +591,25 @@ fn rewrite<'q>(
         .bind(rest_starts)
         .bind(from.as_str())
         .bind(upper)
+}
+
+/// Make `folder` a folder made on purpose, inside `tx` (a no-op if it is).
+async fn ensure_folder(
+    tx: &mut Transaction<'static, Any>,
+    owner: Owner,
+    folder: &Prefix,
+    now_ms: i64,
+) -> Result<(), VolumeError> {
+    sqlx::query(
+        "INSERT INTO folders (owner, path, created_ms) VALUES ($1, $2, $3)
+         ON CONFLICT (owner, path) DO NOTHING",
+    )
+    .bind(owner.id())
+    .bind(folder.as_str())
+    .bind(now_ms)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// Refuse (with `QuotaExceeded`) to add `size` bytes to `owner`'s files.

@@ -100,7 +100,12 @@ async fn handle(State(state): State<AppState>, caller: Caller, request: Request)
             ))),
         },
     };
-    let mut response = answer.unwrap_or_else(IntoResponse::into_response);
+    let mut response = match answer {
+        Ok(response) => response,
+        // RFC 4918 §16: say which lock's token was missing.
+        Err(AppError::Locked(root)) => lock_token_needed(&root),
+        Err(error) => error.into_response(),
+    };
     if response.status() == StatusCode::METHOD_NOT_ALLOWED {
         response
             .headers_mut()
@@ -1038,6 +1043,21 @@ fn multistatus(document: Document) -> Response {
         StatusCode::MULTI_STATUS,
         [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
         document.finish("multistatus"),
+    )
+        .into_response()
+}
+
+/// 423 with the `lock-token-submitted` precondition naming the lock's root.
+fn lock_token_needed(root: &str) -> Response {
+    let mut document = Document::new("error");
+    document
+        .open("lock-token-submitted")
+        .leaf("href", root)
+        .close("lock-token-submitted");
+    (
+        StatusCode::LOCKED,
+        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
+        document.finish("error"),
     )
         .into_response()
 }
