@@ -58,24 +58,36 @@ mod tests {
     /// released port out again), so they take turns.
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+    /// Whether `port` can be bound now. Another program on the machine may
+    /// take a handed-out port at any moment (the functions above say so,
+    /// and CI twice saw a pick taken before the test bound it), so the tests
+    /// ask that nearly all picks are still free, not every one.
+    fn bindable(port: u16) -> bool {
+        TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok()
+    }
+
     #[test]
     fn ports_are_distinct_and_bindable() {
         let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
         let ports: HashSet<u16> = (0..50).map(|_| free_port()).collect();
         assert_eq!(ports.len(), 50);
-        for &p in &ports {
-            TcpListener::bind((Ipv4Addr::LOCALHOST, p)).expect("port is free");
-        }
+        assert!(ports.iter().all(|&p| p != 0));
+        let free = ports.iter().filter(|&&p| bindable(p)).count();
+        assert!(free >= 45, "only {free} of 50 handed-out ports were free");
     }
 
     #[test]
     fn grpc_twin_is_free() {
         let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut free = 0;
         for _ in 0..20 {
             let p = free_port_with_grpc();
             let g = p.checked_add(GRPC_OFFSET).expect("twin fits in u16");
-            TcpListener::bind((Ipv4Addr::LOCALHOST, p)).expect("port is free");
-            TcpListener::bind((Ipv4Addr::LOCALHOST, g)).expect("twin is free");
+            free += usize::from(bindable(p) && bindable(g));
         }
+        assert!(
+            free >= 16,
+            "only {free} of 20 ports and their twins were free"
+        );
     }
 }
