@@ -470,6 +470,20 @@ async fn protocol_corners() {
     // MKCOL survives a restart as an empty collection.
     let mkcol = dav(&server, "MKCOL", "/dav/kept/").send().await.unwrap();
     assert_eq!(mkcol.status(), StatusCode::CREATED);
+    // A folder made on purpose has its date in a Depth 1 listing too.
+    let root = dav(&server, "PROPFIND", "/dav/")
+        .header("depth", "1")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let kept = root
+        .split("<D:response>")
+        .find(|response| response.contains("<D:href>/dav/kept/</D:href>"))
+        .unwrap();
+    assert!(kept.contains("<D:getlastmodified>"), "{kept}");
     server.stop().await;
     let again = TestServer::start_in(dir.path(), |_| {}).await;
     let kept = dav(&again, "PROPFIND", "/dav/kept/")

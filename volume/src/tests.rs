@@ -978,6 +978,22 @@ async fn webdav_copies_and_moves_trees_as_rows(backend: &Backend) {
         .await
         .unwrap();
     assert!(shallow.entries.is_empty());
+    let made = dav
+        .folders_made(
+            open,
+            &[
+                "shallow/".to_owned(),
+                "çà/empty/".to_owned(),
+                "çà/sub/".to_owned(),
+            ],
+        )
+        .await
+        .unwrap();
+    assert!(made.contains_key("shallow/") && made.contains_key("çà/empty/"));
+    assert!(
+        !made.contains_key("çà/sub/"),
+        "a folder that only holds files has no date"
+    );
     assert!(matches!(
         volume.node(open, Some(&path("shallow"))).await.unwrap(),
         Node::Folder(_)

@@ -693,15 +693,12 @@ impl WebDavStore<'_> {
             #[sqlx(flatten)]
             property: DeadProperty,
         }
-        const CHUNK: usize = 500;
         let mut found = Vec::new();
-        for chunk in keys.chunks(CHUNK) {
-            let placeholders: Vec<String> =
-                (0..chunk.len()).map(|at| format!("${}", at + 2)).collect();
+        for chunk in keys.chunks(KEYS_PER_QUERY) {
             let sql = format!(
                 "SELECT path, namespace, name, value FROM dav_properties
                  WHERE owner = $1 AND path IN ({}) ORDER BY path, namespace, name",
-                placeholders.join(", ")
+                placeholders(chunk.len())
             );
             let mut query = sqlx::query_as::<_, Row>(&sql).bind(owner.id());
             for key in chunk {
@@ -711,6 +708,28 @@ impl WebDavStore<'_> {
             found.extend(rows.into_iter().map(|row| (row.path, row.property)));
         }
         Ok(found)
+    }
+
+    /// When the folders among `keys` that were made on purpose were made
+    /// (a folder that only holds files has no date), keyed by folder.
+    pub async fn folders_made(
+        &self,
+        owner: Owner,
+        keys: &[String],
+    ) -> Result<std::collections::HashMap<String, i64>, VolumeError> {
+        let mut made = std::collections::HashMap::new();
+        for chunk in keys.chunks(KEYS_PER_QUERY) {
+            let sql = format!(
+                "SELECT path, created_ms FROM folders WHERE owner = $1 AND path IN ({})",
+                placeholders(chunk.len())
+            );
+            let mut query = sqlx::query_as::<_, (String, i64)>(&sql).bind(owner.id());
+            for key in chunk {
+                query = query.bind(key);
+            }
+            made.extend(query.fetch_all(self.db().pool()).await?);
+        }
+        Ok(made)
     }
 
     /// Apply `changes` to the properties of `key`, in order, all or none.
@@ -887,6 +906,17 @@ impl WebDavStore<'_> {
             .await?;
         Ok(done.rows_affected() > 0)
     }
+}
+
+/// Keys bound in one `IN (…)` list (both engines take far more).
+const KEYS_PER_QUERY: usize = 500;
+
+/// `$2, $3, …` for `count` keys after the owner's `$1`.
+fn placeholders(count: usize) -> String {
+    (0..count)
+        .map(|at| format!("${}", at + 2))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn seconds_ms(seconds: u64) -> i64 {

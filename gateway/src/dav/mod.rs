@@ -518,6 +518,18 @@ impl Dav<'_> {
             }
         }
         let keys: Vec<String> = resources.iter().map(|(key, _)| key.clone()).collect();
+        if depth_one {
+            // The listing knows folders by name only: their dates, if made.
+            let made = store
+                .folders_made(self.owner, &keys[1..])
+                .await
+                .map_err(|error| AppError::from_volume(error, &keys[0]))?;
+            for (key, node) in resources.iter_mut().skip(1) {
+                if let Node::Folder(folder) = node {
+                    folder.created_ms = made.get(key.as_str()).copied();
+                }
+            }
+        }
         let mut dead = HashMap::<String, Vec<volume::webdav::DeadProperty>>::new();
         for (path, property) in store
             .properties_of(self.owner, &keys)
