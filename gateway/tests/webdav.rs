@@ -242,6 +242,18 @@ async fn rclone_copies_a_tree_up_checks_it_and_syncs_it_back_down() {
     server.stop().await;
 }
 
+/// The multistatus of a `PROPFIND` at `depth`, as carol.
+async fn propfind_text(server: &TestServer, path: &str, depth: &str) -> String {
+    dav(server, "PROPFIND", path)
+        .header("depth", depth)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 fn dav(server: &TestServer, method: &str, path: &str) -> reqwest::RequestBuilder {
     server
         .client
@@ -416,14 +428,7 @@ async fn protocol_corners() {
         .unwrap();
     assert_eq!(unlock.status(), StatusCode::NO_CONTENT);
     // Hostile bodies cost little and change nothing.
-    let before = dav(&server, "PROPFIND", "/dav/docs/a.txt")
-        .header("depth", "0")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let before = propfind_text(&server, "/dav/docs/a.txt", "0").await;
     let deep = format!(
         "<propertyupdate xmlns=\"DAV:\"><set><prop><x xmlns=\"urn:x\">{}{}</x></prop></set></propertyupdate>",
         "<a>".repeat(10_000),
@@ -447,14 +452,7 @@ async fn protocol_corners() {
             .unwrap();
         assert_eq!(answer.status(), status);
     }
-    let after = dav(&server, "PROPFIND", "/dav/docs/a.txt")
-        .header("depth", "0")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let after = propfind_text(&server, "/dav/docs/a.txt", "0").await;
     assert_eq!(before, after, "nothing was stored");
     let unknown = dav(&server, "PATCH", "/dav/docs/a.txt")
         .send()
@@ -471,14 +469,7 @@ async fn protocol_corners() {
     let mkcol = dav(&server, "MKCOL", "/dav/kept/").send().await.unwrap();
     assert_eq!(mkcol.status(), StatusCode::CREATED);
     // A folder made on purpose has its date in a Depth 1 listing too.
-    let root = dav(&server, "PROPFIND", "/dav/")
-        .header("depth", "1")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let root = propfind_text(&server, "/dav/", "1").await;
     let kept = root
         .split("<D:response>")
         .find(|response| response.contains("<D:href>/dav/kept/</D:href>"))

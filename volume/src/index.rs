@@ -326,7 +326,9 @@ impl Index {
 
         'pages: while entries.len() < limit {
             let wanted = limit - entries.len();
-            let rows = self.range(owner, &lower, upper.as_deref(), wanted).await?;
+            let rows = self
+                .range::<Row>("files", COLUMNS, owner, &lower, upper.as_deref(), wanted)
+                .await?;
             let exhausted = rows.len() < wanted;
             for row in rows {
                 let rest = &row.path[prefix.as_str().len()..];
@@ -349,7 +351,7 @@ impl Index {
             }
         }
         let more = !self
-            .range(owner, &lower, upper.as_deref(), 1)
+            .range::<Row>("files", COLUMNS, owner, &lower, upper.as_deref(), 1)
             .await?
             .is_empty();
         Ok((entries, more))
@@ -396,21 +398,10 @@ impl Index {
         lower: &Lower,
         upper: Option<&str>,
     ) -> Result<Option<String>, VolumeError> {
-        let (op, bound) = match lower {
-            Lower::Inclusive(bound) => (">=", bound),
-            Lower::Exclusive(bound) => (">", bound),
-        };
-        let upper_clause = if upper.is_some() { "AND path < $3" } else { "" };
-        let sql = format!(
-            "SELECT path FROM folders WHERE owner = $1 AND path {op} $2 {upper_clause} \
-             ORDER BY path LIMIT 1"
-        );
-        let mut query = sqlx::query_as(&sql).bind(owner.id()).bind(bound.as_str());
-        if let Some(upper) = upper {
-            query = query.bind(upper);
-        }
-        let row: Option<(String,)> = query.fetch_optional(self.db.pool()).await?;
-        Ok(row.map(|(path,)| path))
+        let mut rows: Vec<(String,)> = self
+            .range("folders", "path", owner, lower, upper, 1)
+            .await?;
+        Ok(rows.pop().map(|(path,)| path))
     }
 
     /// Make the folder `prefix` (not the root); whether it was new.
@@ -475,13 +466,21 @@ impl Index {
         Ok((digests(files), removed))
     }
 
-    async fn range(
+    /// Up to `limit` rows (`columns` of `table`) of `owner`'s paths past
+    /// `lower` and before `upper`, in path order: the one range query both
+    /// listings page with.
+    async fn range<R>(
         &self,
+        table: &str,
+        columns: &str,
         owner: Owner,
         lower: &Lower,
         upper: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<Row>, VolumeError> {
+    ) -> Result<Vec<R>, VolumeError>
+    where
+        R: for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> + Send + Unpin,
+    {
         let (op, bound) = match lower {
             Lower::Inclusive(bound) => (">=", bound),
             Lower::Exclusive(bound) => (">", bound),
@@ -492,7 +491,7 @@ impl Index {
             ("", "$3")
         };
         let sql = format!(
-            "SELECT {COLUMNS} FROM files WHERE owner = $1 AND path {op} $2 {upper_clause} \
+            "SELECT {columns} FROM {table} WHERE owner = $1 AND path {op} $2 {upper_clause} \
              ORDER BY path LIMIT {limit_param}"
         );
         let mut query = sqlx::query_as(&sql).bind(owner.id()).bind(bound.as_str());

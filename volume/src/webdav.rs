@@ -215,23 +215,10 @@ impl Volume {
     /// Whether the folder `prefix` exists: the root, one made on purpose,
     /// or one that files or folders are in.
     pub async fn folder_exists(&self, owner: Owner, prefix: &Prefix) -> Result<bool, VolumeError> {
-        let Some(upper) = prefix.upper_bound() else {
+        if prefix.as_str().is_empty() {
             return Ok(true);
-        };
-        for table in ["folders", "files"] {
-            let found: Option<(i64,)> = sqlx::query_as(&format!(
-                "SELECT 1 FROM {table} WHERE owner = $1 AND path >= $2 AND path < $3 LIMIT 1"
-            ))
-            .bind(owner.id())
-            .bind(prefix.as_str())
-            .bind(&upper)
-            .fetch_optional(self.db().pool())
-            .await?;
-            if found.is_some() {
-                return Ok(true);
-            }
         }
-        Ok(false)
+        folder_in_use(self.db().pool(), owner, prefix).await
     }
 
     /// Copy the file or folder `from` to `to` in `owner`'s tree, with its
@@ -398,22 +385,13 @@ impl Volume {
         if let Some(meta) = self.index.get_locked(tx, owner, name).await? {
             return Ok(Found::File(meta));
         }
-        let prefix = folder_of(name)?;
-        let upper = upper_of(&prefix);
-        for table in ["folders", "files"] {
-            let found: Option<(i64,)> = sqlx::query_as(&format!(
-                "SELECT 1 FROM {table} WHERE owner = $1 AND path >= $2 AND path < $3 LIMIT 1"
-            ))
-            .bind(owner.id())
-            .bind(prefix.as_str())
-            .bind(&upper)
-            .fetch_optional(&mut **tx)
-            .await?;
-            if found.is_some() {
-                return Ok(Found::Folder);
-            }
-        }
-        Ok(Found::Missing)
+        Ok(
+            if folder_in_use(&mut **tx, owner, &folder_of(name)?).await? {
+                Found::Folder
+            } else {
+                Found::Missing
+            },
+        )
     }
 
     /// Take the rows of the tree under `from` (file rows locked, on
@@ -544,6 +522,31 @@ impl Volume {
     pub fn webdav(&self) -> WebDavStore<'_> {
         WebDavStore { volume: self }
     }
+}
+
+/// Whether a folder row at or under `prefix` (not the root), or a file
+/// under it, exists: one query, on the pool or inside a transaction.
+async fn folder_in_use<'e, E>(
+    executor: E,
+    owner: Owner,
+    prefix: &Prefix,
+) -> Result<bool, VolumeError>
+where
+    E: sqlx::Executor<'e, Database = Any>,
+{
+    let upper = upper_of(prefix);
+    let (found,): (i64,) = sqlx::query_as(
+        "SELECT CAST(CASE WHEN
+             EXISTS (SELECT 1 FROM folders WHERE owner = $1 AND path >= $2 AND path < $3)
+             OR EXISTS (SELECT 1 FROM files WHERE owner = $1 AND path >= $2 AND path < $3)
+         THEN 1 ELSE 0 END AS BIGINT)",
+    )
+    .bind(owner.id())
+    .bind(prefix.as_str())
+    .bind(&upper)
+    .fetch_one(executor)
+    .await?;
+    Ok(found != 0)
 }
 
 /// The folder named like `name`: `name/`.

@@ -162,10 +162,8 @@ impl Target {
     /// The folder this resource is in (`None` for the root itself).
     fn parent(&self) -> Option<Prefix> {
         let name = self.name.as_ref()?;
-        Some(match name.as_str().rsplit_once('/') {
-            Some((parent, _)) => Prefix::parse(parent).unwrap_or_else(|_| Prefix::root()),
-            None => Prefix::root(),
-        })
+        // A valid name's parent is valid: parsing cannot fail.
+        Some(Prefix::parse(parent_key_of(name.as_str())).unwrap_or_else(|_| Prefix::root()))
     }
 }
 
