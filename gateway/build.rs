@@ -19,6 +19,8 @@ fn main() {
         "../storage-guest/src",
         "../storage-guest/Cargo.toml",
         "../storage-guest/build.rs",
+        "../handler/src",
+        "../handler/Cargo.toml",
         "../wit",
         "../Cargo.lock",
     ] {

@@ -2,7 +2,8 @@
 """Requests/s and latency of the gateway against nginx (WebDAV), in one run.
 
     scripts/peer-bench.py [--duration 8s] [--rounds 1] [--concurrency 1,8]
-                          [--gateway target/release/gateway] [--out results.json]
+                          [--native] [--gateway target/release/gateway]
+                          [--out results.json]
 
 Both servers run on loopback on this machine: the gateway on its defaults
 (16 instances, SQLite and blobs in a temp --data-dir) and nginx as a plain
@@ -23,6 +24,11 @@ neither, so the ratio is the price of those guarantees plus the gateway's
 own overhead. At the end each file is read once from both servers and must
 hold exactly the bytes uploaded, and the gateway's ETag must be their
 SHA-256; a mismatch exits 1.
+
+With --native a third server joins every row: a second gateway started with
+`--handler native`, the same handler logic compiled into the gateway and run
+against the same host functions, without Wasm. Its column and the
+wasm/native ratio say what Wasm itself costs, per request type.
 
 Needs Debian's nginx and hey (apt-get install -y nginx hey) and a release
 gateway (cargo build --release -p gateway).
@@ -49,7 +55,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NGINX_CONF = ROOT / "deploy" / "nginx-webdav.conf"
 SIZES = {"1 MiB": 1 << 20, "4 KiB": 4 << 10}
-SERVERS = ("gateway", "nginx")
+# Every server a run may start; `servers(args)` picks this run's.
+ALL_SERVERS = ("gateway", "native", "nginx")
+
+
+def servers(args):
+    return tuple(s for s in ALL_SERVERS if s != "native" or args.native)
+
+
+def is_gateway(server):
+    return server in ("gateway", "native")
 
 
 def file_path(method, size):
@@ -127,7 +142,7 @@ def verify(urls, bodies, files):
     """Each file read once from each server: the bytes uploaded, and the gateway's ETag their digest."""
     problems = []
     for path, size in files.items():
-        for server in SERVERS:
+        for server in urls:
             try:
                 with urllib.request.urlopen(urls[server] + path, timeout=30) as answer:
                     got, etag = answer.read(), answer.headers.get("ETag")
@@ -138,8 +153,8 @@ def verify(urls, bodies, files):
                 problems.append(f"{server} {path}: the {len(got)} bytes read are not "
                                 f"the {len(bodies[size])} uploaded")
             digest = hashlib.sha256(bodies[size]).hexdigest()
-            if server == "gateway" and etag != f'"{digest}"':
-                problems.append(f"gateway {path}: ETag {etag}, expected \"{digest}\"")
+            if is_gateway(server) and etag != f'"{digest}"':
+                problems.append(f"{server} {path}: ETag {etag}, expected \"{digest}\"")
     return problems
 
 
@@ -147,12 +162,12 @@ def fmt(value):
     return "–" if value is None else f"{value:.1f}"
 
 
-def summarise(runs, rows):
-    """One cell per row: each server's medians over rounds, its failures summed, and the ratio."""
+def summarise(runs, rows, names):
+    """One cell per row: each server's medians over rounds, its failures summed, and the ratios."""
     table = []
     for method, size, c in rows:
         cell = {"request": f"{method} {size}", "concurrency": c}
-        for server in SERVERS:
+        for server in names:
             mine = [r for r in runs
                     if (r["request"], r["concurrency"], r["server"]) == (cell["request"], c, server)]
             for key in ("requests_per_second", "p50_ms", "p99_ms"):
@@ -160,25 +175,33 @@ def summarise(runs, rows):
                 cell[f"{server}_{key}"] = statistics.median(values) if values else None
             cell[f"{server}_errors"] = sum(r["errors"] for r in mine)
         cell["ratio"] = cell["gateway_requests_per_second"] / (cell["nginx_requests_per_second"] or 1e-9)
+        if "native" in names:
+            cell["wasm_native_ratio"] = (cell["gateway_requests_per_second"]
+                                         / (cell["native_requests_per_second"] or 1e-9))
         table.append(cell)
     return table
 
 
-def print_table(table, args):
+def print_table(table, args, names):
     rounds = f"median of {args.rounds} rounds" if args.rounds > 1 else "1 round"
     print(f"\nhey -z {args.duration} per cell, {rounds}, both servers on 127.0.0.1 of this machine "
           f"({os.cpu_count()} cores, shared with hey). PUT rows overwrite one path on each server "
           f"(replace-in-place writes); the gateway hashes and fsyncs each upload and verifies each "
           f"download, nginx does neither. –: under 100 answers, hey gives no p99.\n")
+    native = "native" in names
     print("| request | c | gateway req/s | nginx req/s | gateway/nginx | gateway p50 ms | gateway p99 ms "
-          "| nginx p50 ms | nginx p99 ms | failed gateway / nginx |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| nginx p50 ms | nginx p99 ms |"
+          + (" native req/s | wasm/native | native p50 ms | native p99 ms |" if native else "")
+          + f" failed {' / '.join(names)} |")
+    print("|---" * (10 + 4 * native) + "|")
     for cell in table:
+        extra = (f" {cell['native_requests_per_second']:.1f} | {cell['wasm_native_ratio']:.2f}x "
+                 f"| {fmt(cell['native_p50_ms'])} | {fmt(cell['native_p99_ms'])} |") if native else ""
         print(f"| {cell['request']} | {cell['concurrency']} | {cell['gateway_requests_per_second']:.1f} "
               f"| {cell['nginx_requests_per_second']:.1f} | {cell['ratio']:.2f}x "
               f"| {fmt(cell['gateway_p50_ms'])} | {fmt(cell['gateway_p99_ms'])} "
-              f"| {fmt(cell['nginx_p50_ms'])} | {fmt(cell['nginx_p99_ms'])} "
-              f"| {cell['gateway_errors']} / {cell['nginx_errors']} |")
+              f"| {fmt(cell['nginx_p50_ms'])} | {fmt(cell['nginx_p99_ms'])} |{extra} "
+              f"{' / '.join(str(cell[f'{server}_errors']) for server in names)} |")
 
 
 def main():
@@ -187,8 +210,11 @@ def main():
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--concurrency", default="1,8", help="comma-separated, e.g. 1,8")
     parser.add_argument("--gateway", default=str(ROOT / "target" / "release" / "gateway"))
+    parser.add_argument("--native", action="store_true",
+                        help="also run a gateway with --handler native: the wasm/native ratio")
     parser.add_argument("--out", help="also write every run's numbers here as JSON")
     args = parser.parse_args()
+    names = servers(args)
 
     concurrencies = sorted({int(c) for c in args.concurrency.split(",")})
     rows = [(method, size, c) for method, size, at in
@@ -206,15 +232,15 @@ def main():
 
     started = time.time()
     work = Path(tempfile.mkdtemp(prefix="peer-bench-"))
-    nginx_dir, data_dir = work / "nginx", work / "gateway"
+    nginx_dir = work / "nginx"
     (nginx_dir / "files").mkdir(parents=True)
     bodies = {size: os.urandom(n) for size, n in SIZES.items()}
     body_files = {size: work / f"body-{n}.bin" for size, n in SIZES.items()}
     for size, path in body_files.items():
         path.write_bytes(bodies[size])
-    ports = {server: free_port() for server in SERVERS}
+    ports = {server: free_port() for server in names}
     urls = {server: f"http://127.0.0.1:{port}" for server, port in ports.items()}
-    logs = {server: work / f"{server}.log" for server in SERVERS}
+    logs = {server: work / f"{server}.log" for server in names}
     processes = {}
     try:
         conf = nginx_dir / "nginx.conf"
@@ -225,22 +251,25 @@ def main():
         processes["nginx"] = subprocess.Popen(
             [tools["nginx"], "-p", str(nginx_dir), "-c", str(conf), "-e", str(logs["nginx"])],
             stdout=subprocess.DEVNULL, stderr=open(logs["nginx"], "a"), start_new_session=True)
-        processes["gateway"] = subprocess.Popen(
-            [args.gateway, "--listen", f"127.0.0.1:{ports['gateway']}", "--data-dir", str(data_dir)],
-            stdout=subprocess.DEVNULL, stderr=open(logs["gateway"], "w"),
-            env={**os.environ, "RUST_LOG": "warn"}, start_new_session=True)
-        wait_answering(urls["gateway"] + "/healthz", processes["gateway"], logs["gateway"])
+        for server in filter(is_gateway, names):
+            processes[server] = subprocess.Popen(
+                [args.gateway, "--listen", f"127.0.0.1:{ports[server]}", "--data-dir", str(work / server),
+                 "--handler", "native" if server == "native" else "wasm"],
+                stdout=subprocess.DEVNULL, stderr=open(logs[server], "w"),
+                env={**os.environ, "RUST_LOG": "warn"}, start_new_session=True)
+        for server in filter(is_gateway, names):
+            wait_answering(urls[server] + "/healthz", processes[server], logs[server])
         wait_answering(urls["nginx"] + "/", processes["nginx"], logs["nginx"])
 
         files = {file_path(method, size): size for method in ("GET", "PUT") for size in SIZES}
-        for server in SERVERS:
+        for server in names:
             for size in SIZES:
                 put(urls[server] + file_path("GET", size), bodies[size])
 
         runs = []
         for round_ in range(args.rounds):
             for method, size, c in rows:
-                for server in SERVERS:
+                for server in names:
                     result = hey(tools["hey"], urls[server] + file_path(method, size), args.duration, c,
                                  body_files[size] if method == "PUT" else None)
                     runs.append({"round": round_, "request": f"{method} {size}", "concurrency": c,
@@ -251,10 +280,10 @@ def main():
                           f"errors {result['errors']}", file=sys.stderr)
 
         problems = verify(urls, bodies, files)
-        table = summarise(runs, rows)
-        print_table(table, args)
-        errors = sum(c["gateway_errors"] + c["nginx_errors"] for c in table)
-        print(f"\nverified: {len(files)} files read back from both servers, "
+        table = summarise(runs, rows, names)
+        print_table(table, args, names)
+        errors = sum(c[f"{server}_errors"] for c in table for server in names)
+        print(f"\nverified: {len(files)} files read back from every server, "
               f"{'all bytes and ETags match' if not problems else f'{len(problems)} MISMATCHES'}; "
               f"{errors} failed requests; {time.time() - started:.0f} s in all.")
         if args.out:
@@ -264,7 +293,8 @@ def main():
         if problems:
             sys.exit("verification failed:\n  " + "\n  ".join(problems))
     finally:
-        stop(processes.get("gateway"), signal.SIGTERM)
+        for server in filter(is_gateway, names):
+            stop(processes.get(server), signal.SIGTERM)
         stop(processes.get("nginx"), signal.SIGQUIT)  # graceful: workers finish, then exit
         shutil.rmtree(work, ignore_errors=True)
 

@@ -14,7 +14,7 @@ use gateway::config::Config;
 use gateway::pool::ReplaceReason;
 use gateway::procstat::ProcessMemory;
 use gateway::runtime::bindings::exports::wasm_storage::storage::handler::FetchRequest;
-use gateway::runtime::{BUILTIN_GUEST, Runtime, RuntimeLimits};
+use gateway::runtime::{BUILTIN_GUEST, HandlerKind, Runtime, RuntimeLimits};
 use rand::RngCore;
 use tokio::net::TcpListener;
 
@@ -40,6 +40,7 @@ async fn lifecycle() -> anyhow::Result<()> {
         memory_cap: 256 * MIB as u64,
         request_timeout: Duration::from_secs(60),
         min_body_rate: 0,
+        handler: HandlerKind::Wasm,
     };
     let budget = MemoryBudget::new(1 << 30);
     let runtime = Runtime::new(BUILTIN_GUEST, Arc::new(volume), budget, limits)?;

@@ -14,6 +14,7 @@ use volume::{BlobUrl, DatabaseUrl, VolumeConfig};
 
 use crate::pool::Dispatch;
 use crate::recycler::{Method, Mode};
+use crate::runtime::HandlerKind;
 
 /// wasm-storage gateway: stores files over HTTP, handling every request in a
 /// pool of long-lived WebAssembly instances.
@@ -165,6 +166,13 @@ pub struct Config {
     /// must implement the `storage` world of `wit/storage.wit`.
     #[arg(long, env = "WASM_STORAGE_GUEST")]
     pub guest: Option<PathBuf>,
+
+    /// What runs the storage handler: wasm (the component, sandboxed, its
+    /// memory managed by the estimator) or native (the same logic compiled
+    /// into the gateway, against the same host functions: a measuring
+    /// instrument for what Wasm costs, not for serving).
+    #[arg(long, env = "WASM_STORAGE_HANDLER", value_enum, default_value = "wasm")]
+    pub handler: HandlerKind,
 
     /// How the restart threshold is kept: monitor (sample only), calibrate
     /// (learn, then freeze a threshold and enforce it), fixed (--threshold),

@@ -111,6 +111,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
         memory_cap: config.instance_memory_cap(),
         request_timeout: config.request_timeout,
         min_body_rate: config.min_body_rate.0,
+        handler: config.handler,
     };
     let budget = MemoryBudget::new(config.memory_budget());
     tracing::info!(

@@ -6,12 +6,35 @@
 mod common;
 
 use common::{TestServer, blob_files, random_bytes, sha256_hex};
+use gateway::runtime::HandlerKind;
 use reqwest::StatusCode;
 use reqwest::header;
 
-#[tokio::test]
-async fn files_of_edge_sizes_round_trip_exactly() {
-    let server = TestServer::start(|_| {}).await;
+/// Runs a test of the handler's own semantics (sizes, conditionals, ranges,
+/// listings, verification) twice: against the Wasm component, and against
+/// the native build of the same logic, the measuring instrument, which must
+/// answer exactly as the component does or its figures mean nothing.
+macro_rules! both_handlers {
+    ($test:ident) => {
+        mod $test {
+            use super::HandlerKind;
+
+            #[tokio::test]
+            async fn wasm() {
+                super::$test(HandlerKind::Wasm).await;
+            }
+
+            #[tokio::test]
+            async fn native() {
+                super::$test(HandlerKind::Native).await;
+            }
+        }
+    };
+}
+
+both_handlers!(files_of_edge_sizes_round_trip_exactly);
+async fn files_of_edge_sizes_round_trip_exactly(handler: HandlerKind) {
+    let server = TestServer::start(|config| config.handler = handler).await;
     for size in [0, 1, 65535, 65536, 65537, 1 << 20, 20 << 20] {
         let content = random_bytes(size);
         let expected = sha256_hex(&content);
@@ -39,9 +62,9 @@ async fn files_of_edge_sizes_round_trip_exactly() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn metadata_conditional_requests_and_ranges() {
-    let server = TestServer::start(|_| {}).await;
+both_handlers!(metadata_conditional_requests_and_ranges);
+async fn metadata_conditional_requests_and_ranges(handler: HandlerKind) {
+    let server = TestServer::start(|config| config.handler = handler).await;
     let content: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
     let digest = sha256_hex(&content);
     let stored = server
@@ -161,9 +184,9 @@ async fn metadata_conditional_requests_and_ranges() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn listings_show_folders_and_page() {
-    let server = TestServer::start(|_| {}).await;
+both_handlers!(listings_show_folders_and_page);
+async fn listings_show_folders_and_page(handler: HandlerKind) {
+    let server = TestServer::start(|config| config.handler = handler).await;
     for path in [
         "top.txt",
         "photos/a.jpg",
@@ -218,9 +241,9 @@ async fn listings_show_folders_and_page() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn identical_content_is_stored_once_and_freed_with_its_last_file() {
-    let server = TestServer::start(|_| {}).await;
+both_handlers!(identical_content_is_stored_once_and_freed_with_its_last_file);
+async fn identical_content_is_stored_once_and_freed_with_its_last_file(handler: HandlerKind) {
+    let server = TestServer::start(|config| config.handler = handler).await;
     let content = random_bytes(100_000);
     assert_eq!(
         server.put("one/copy", content.clone()).await.status(),
@@ -248,9 +271,9 @@ async fn identical_content_is_stored_once_and_freed_with_its_last_file() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn a_corrupted_blob_is_refused_on_download() {
-    let server = TestServer::start(|_| {}).await;
+both_handlers!(a_corrupted_blob_is_refused_on_download);
+async fn a_corrupted_blob_is_refused_on_download(handler: HandlerKind) {
+    let server = TestServer::start(|config| config.handler = handler).await;
     let content = random_bytes(4096);
     server.put("precious", content.clone()).await;
     let blob = &blob_files(&server.data_dir)[0];

@@ -6,7 +6,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 
 use super::{DispatchError, Instance, Outcome, Pool};
-use crate::runtime::{CallFailure, WasmInstance};
+use crate::runtime::{CallFailure, HandlerInstance};
 
 /// An instance checked out of the pool for one request. If it is dropped
 /// without being checked in (its task panicked), the instance is discarded
@@ -40,7 +40,7 @@ impl Lease {
     pub fn spawn<T, W>(mut self, work: W) -> Answer<T>
     where
         T: Send + 'static,
-        W: for<'a> FnOnce(&'a mut WasmInstance) -> BoxFuture<'a, Result<T, CallFailure>>
+        W: for<'a> FnOnce(&'a mut HandlerInstance) -> BoxFuture<'a, Result<T, CallFailure>>
             + Send
             + 'static,
     {
@@ -66,7 +66,7 @@ impl Lease {
     pub async fn run<T, W>(self, work: W) -> Result<T, DispatchError>
     where
         T: Send + 'static,
-        W: for<'a> FnOnce(&'a mut WasmInstance) -> BoxFuture<'a, Result<T, CallFailure>>
+        W: for<'a> FnOnce(&'a mut HandlerInstance) -> BoxFuture<'a, Result<T, CallFailure>>
             + Send
             + 'static,
     {

@@ -40,7 +40,7 @@ pub use footprints::FootprintLog;
 pub use lease::{Answer, Lease};
 
 use crate::budget::{MemoryBudget, Reservation};
-use crate::runtime::{CallFailure, Runtime, WasmInstance};
+use crate::runtime::{CallFailure, HandlerInstance, Runtime};
 
 /// How the dispatcher queues requests and when instances may be recycled.
 #[derive(Debug, Clone)]
@@ -184,7 +184,7 @@ pub struct InstanceStatus {
 #[derive(Debug)]
 struct Instance {
     info: Arc<InstanceInfo>,
-    wasm: WasmInstance,
+    wasm: HandlerInstance,
 }
 
 /// How a leased instance comes back.

@@ -1,6 +1,6 @@
 //! The Wasm side of the gateway: one `Engine` with the pooling allocator, the
 //! storage component compiled once into an `InstancePre`, and one
-//! [`WasmInstance`] per store with a typed method for each guest export.
+//! [`HandlerInstance`] per store with a typed method for each guest export.
 //!
 //! Layout:
 //! - `mod.rs`: the engine, instantiation, the typed calls and how a failed
@@ -10,9 +10,12 @@
 //!   written a chunk at a time).
 //! - `limiter`: the `ResourceLimiter`: exact memory figure, per-instance cap,
 //!   and the instance's share of the memory budget.
+//! - `native`: the same handler compiled into the gateway, against the same
+//!   host functions ([`HandlerKind::Native`], a measuring instrument).
 
 pub mod host;
 mod limiter;
+mod native;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +33,7 @@ use volume::{Owner, Volume};
 use crate::budget::{MemoryBudget, Reservation};
 use host::{HostState, ResponseSink, Upload};
 use limiter::{MemoryLimiter, Refusal};
+use native::NativeHandler;
 
 /// Bindings generated from `wit/storage.wit`.
 pub mod bindings {
@@ -82,6 +86,20 @@ pub struct RuntimeLimits {
     /// Slowest a client may move a body on average, in bytes per second,
     /// once [`host::Pace::GRACE`] has passed (0: no minimum).
     pub min_body_rate: u64,
+    /// What runs the handler.
+    pub handler: HandlerKind,
+}
+
+/// What runs the storage handler in each instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HandlerKind {
+    /// The storage component, in Wasm: what the gateway is for.
+    Wasm,
+    /// The same handler logic compiled into the gateway, against the same
+    /// host functions: a measuring instrument for what Wasm costs. No
+    /// sandbox, and its buffers are not linear memory, so the estimator
+    /// never replaces an instance.
+    Native,
 }
 
 /// The compiled storage component and everything needed to instantiate it.
@@ -138,8 +156,8 @@ impl Runtime {
         &self.budget
     }
 
-    /// A fresh store and component instance.
-    pub async fn instantiate(&self) -> wasmtime::Result<WasmInstance> {
+    /// A fresh store and component instance (or native handler).
+    pub async fn instantiate(&self) -> wasmtime::Result<HandlerInstance> {
         let limiter = MemoryLimiter::new(self.limits.memory_cap, self.budget.clone());
         let memory = limiter.gauge();
         let mut store = Store::new(
@@ -165,13 +183,18 @@ impl Runtime {
                 Err(Trap::Interrupt.into())
             }
         });
-        // Instantiation runs Wasm too (initialisers): it gets a deadline.
-        store.set_epoch_deadline(deadline_ticks);
-        let bindings = self.pre.instantiate_async(&mut store).await?;
+        let code = match self.limits.handler {
+            HandlerKind::Wasm => {
+                // Instantiation runs Wasm too (initialisers): it gets a deadline.
+                store.set_epoch_deadline(deadline_ticks);
+                Code::Wasm(self.pre.instantiate_async(&mut store).await?)
+            }
+            HandlerKind::Native => Code::Native(NativeHandler::default()),
+        };
         store.data_mut().limiter_mut().instantiated();
-        Ok(WasmInstance {
+        Ok(HandlerInstance {
             store,
-            bindings,
+            code,
             memory,
             deadline_ticks,
         })
@@ -221,17 +244,24 @@ fn ticks(timeout: Duration) -> u64 {
     (timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
 }
 
-/// One store with one instance of the storage component.
-pub struct WasmInstance {
+/// One store with one instance of the storage component (or, measuring,
+/// the native handler).
+pub struct HandlerInstance {
     store: Store<HostState>,
-    bindings: Storage,
+    code: Code,
     memory: Arc<AtomicU64>,
     deadline_ticks: u64,
 }
 
-impl std::fmt::Debug for WasmInstance {
+/// What a [`HandlerInstance`] calls.
+enum Code {
+    Wasm(Storage),
+    Native(NativeHandler),
+}
+
+impl std::fmt::Debug for HandlerInstance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WasmInstance")
+        f.debug_struct("HandlerInstance")
             .field("memory_bytes", &self.memory.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
@@ -255,7 +285,7 @@ pub enum CallFailure {
 /// instance failed.
 pub type CallResult<T, E = HandlerError> = Result<Result<T, E>, CallFailure>;
 
-impl WasmInstance {
+impl HandlerInstance {
     /// The instance's linear memory in bytes, readable while it is busy.
     pub fn memory_gauge(&self) -> Arc<AtomicU64> {
         self.memory.clone()
@@ -281,26 +311,34 @@ impl WasmInstance {
     ) -> CallResult<FileMeta> {
         self.start_call(owner);
         let body = self.store.data_mut().push(upload).map_err(trap)?;
-        let borrowed = Resource::new_borrow(body.rep());
-        let outcome = self
-            .bindings
-            .wasm_storage_storage_handler()
-            .call_put(&mut self.store, &request, borrowed)
-            .await;
+        let outcome = match &self.code {
+            Code::Wasm(bindings) => {
+                let borrowed = Resource::new_borrow(body.rep());
+                bindings
+                    .wasm_storage_storage_handler()
+                    .call_put(&mut self.store, &request, borrowed)
+                    .await
+            }
+            Code::Native(_) => Ok(NativeHandler::put(self.store.data_mut(), &request, &body).await),
+        };
         // Drops the staged bytes if the guest did not store them.
         self.store.data_mut().remove(body);
         self.classify(outcome)
     }
 
     /// Answer a read from metadata, or read and verify the content, which
-    /// then waits in the instance for [`WasmInstance::send_body`].
+    /// then waits in the instance for [`HandlerInstance::send_body`].
     pub async fn fetch(&mut self, owner: Owner, request: FetchRequest) -> CallResult<Fetched> {
         self.start_call(owner);
-        let outcome = self
-            .bindings
-            .wasm_storage_storage_handler()
-            .call_fetch(&mut self.store, &request)
-            .await;
+        let outcome = match &mut self.code {
+            Code::Wasm(bindings) => {
+                bindings
+                    .wasm_storage_storage_handler()
+                    .call_fetch(&mut self.store, &request)
+                    .await
+            }
+            Code::Native(native) => Ok(native.fetch(self.store.data_mut(), &request).await),
+        };
         self.classify(outcome)
     }
 
@@ -311,23 +349,31 @@ impl WasmInstance {
         self.store.set_epoch_deadline(self.deadline_ticks);
         self.store.data_mut().begin_call(None);
         let out = self.store.data_mut().push(sink).map_err(trap)?;
-        let borrowed = Resource::new_borrow(out.rep());
-        let outcome = self
-            .bindings
-            .wasm_storage_storage_handler()
-            .call_send_body(&mut self.store, borrowed)
-            .await;
+        let outcome = match &mut self.code {
+            Code::Wasm(bindings) => {
+                let borrowed = Resource::new_borrow(out.rep());
+                bindings
+                    .wasm_storage_storage_handler()
+                    .call_send_body(&mut self.store, borrowed)
+                    .await
+            }
+            Code::Native(native) => Ok(native.send_body(self.store.data_mut(), &out).await),
+        };
         self.store.data_mut().remove(out);
         self.classify(outcome)
     }
 
     pub async fn delete(&mut self, owner: Owner, path: &str) -> CallResult<()> {
         self.start_call(owner);
-        let outcome = self
-            .bindings
-            .wasm_storage_storage_handler()
-            .call_delete(&mut self.store, path)
-            .await;
+        let outcome = match &self.code {
+            Code::Wasm(bindings) => {
+                bindings
+                    .wasm_storage_storage_handler()
+                    .call_delete(&mut self.store, path)
+                    .await
+            }
+            Code::Native(_) => Ok(NativeHandler::delete(self.store.data_mut(), path).await),
+        };
         self.classify(outcome)
     }
 
@@ -339,11 +385,17 @@ impl WasmInstance {
         limit: u32,
     ) -> CallResult<Listing> {
         self.start_call(owner);
-        let outcome = self
-            .bindings
-            .wasm_storage_storage_handler()
-            .call_list(&mut self.store, prefix, after, limit)
-            .await;
+        let outcome = match &self.code {
+            Code::Wasm(bindings) => {
+                bindings
+                    .wasm_storage_storage_handler()
+                    .call_list(&mut self.store, prefix, after, limit)
+                    .await
+            }
+            Code::Native(_) => {
+                Ok(NativeHandler::list(self.store.data_mut(), prefix, after, limit).await)
+            }
+        };
         self.classify(outcome)
     }
 

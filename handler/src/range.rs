@@ -1,6 +1,6 @@
 //! Resolving a client's byte range against the content size (RFC 9110 §14.1.2).
 
-use crate::exports::wasm_storage::storage::handler::ByteRange;
+use crate::types::ByteRange;
 
 /// The inclusive `(first, last)` byte positions `asked` selects from content
 /// of `size` bytes, or `None` when it selects nothing (416).

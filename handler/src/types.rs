@@ -1,0 +1,279 @@
+//! The values that cross `wit/storage.wit`, as plain Rust types.
+//!
+//! Each mirrors the WIT type of the same name (see the comments there). The
+//! guest's `wit-bindgen` types and the host's `wasmtime` bindgen types both
+//! convert to and from these through [`crate::wit_conversions!`].
+
+/// Everything the index knows about one stored file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileMeta {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+    pub blake3: Option<String>,
+    pub content_type: String,
+    pub created_ms: i64,
+    pub modified_ms: i64,
+}
+
+/// One row of a listing: a file, or a folder that holds more files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    File(FileMeta),
+    Folder(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    pub entries: Vec<Entry>,
+    pub next_after: Option<String>,
+}
+
+/// Why the volume refused an operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumeError {
+    NotFound,
+    AlreadyExists,
+    NoSpace,
+    InvalidPath(String),
+    Busy(String),
+    QuotaExceeded(String),
+    Internal(String),
+}
+
+/// Why a body could not move.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyError {
+    TooLarge(u64),
+    Aborted(String),
+    TimedOut(String),
+    NoSpace,
+    Internal(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreRequest {
+    pub path: String,
+    pub content_type: Option<String>,
+    pub create_only: bool,
+}
+
+/// A byte range as the client asked for it, not yet checked against the size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ByteRange {
+    /// `bytes=first-` or `bytes=first-last` (inclusive).
+    FirstLast((u64, Option<u64>)),
+    /// `bytes=-n`: the last n bytes.
+    Suffix(u64),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchRequest {
+    pub path: String,
+    pub want_body: bool,
+    pub range: Option<ByteRange>,
+    pub if_none_match: Vec<String>,
+}
+
+/// What `fetch` prepared for `send-body`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchBody {
+    None,
+    NotModified,
+    Full,
+    Partial((u64, u64)),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    pub meta: FileMeta,
+    pub body: FetchBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandlerError {
+    Volume(VolumeError),
+    Body(BodyError),
+    Integrity(String),
+    RangeNotSatisfiable(u64),
+}
+
+/// Converts between these types and the bindings a WIT generator made from
+/// `wit/storage.wit`, both ways. Invoke it where three modules are in
+/// scope under these names: `wit_types` (the `types` interface),
+/// `wit_body` (`body`) and `wit_handler` (the exported `handler`). The guest
+/// and the host each invoke it once, so the mapping is written once.
+#[macro_export]
+macro_rules! wit_conversions {
+    () => {
+        impl From<wit_types::FileMeta> for $crate::types::FileMeta {
+            fn from(meta: wit_types::FileMeta) -> Self {
+                Self {
+                    path: meta.path,
+                    size: meta.size,
+                    sha256: meta.sha256,
+                    blake3: meta.blake3,
+                    content_type: meta.content_type,
+                    created_ms: meta.created_ms,
+                    modified_ms: meta.modified_ms,
+                }
+            }
+        }
+
+        impl From<$crate::types::FileMeta> for wit_types::FileMeta {
+            fn from(meta: $crate::types::FileMeta) -> Self {
+                Self {
+                    path: meta.path,
+                    size: meta.size,
+                    sha256: meta.sha256,
+                    blake3: meta.blake3,
+                    content_type: meta.content_type,
+                    created_ms: meta.created_ms,
+                    modified_ms: meta.modified_ms,
+                }
+            }
+        }
+
+        impl From<wit_types::Listing> for $crate::types::Listing {
+            fn from(listing: wit_types::Listing) -> Self {
+                use $crate::types::Entry;
+                Self {
+                    entries: listing
+                        .entries
+                        .into_iter()
+                        .map(|entry| match entry {
+                            wit_types::Entry::File(meta) => Entry::File(meta.into()),
+                            wit_types::Entry::Folder(prefix) => Entry::Folder(prefix),
+                        })
+                        .collect(),
+                    next_after: listing.next_after,
+                }
+            }
+        }
+
+        impl From<$crate::types::Listing> for wit_types::Listing {
+            fn from(listing: $crate::types::Listing) -> Self {
+                use $crate::types::Entry;
+                Self {
+                    entries: listing
+                        .entries
+                        .into_iter()
+                        .map(|entry| match entry {
+                            Entry::File(meta) => wit_types::Entry::File(meta.into()),
+                            Entry::Folder(prefix) => wit_types::Entry::Folder(prefix),
+                        })
+                        .collect(),
+                    next_after: listing.next_after,
+                }
+            }
+        }
+
+        impl From<wit_types::VolumeError> for $crate::types::VolumeError {
+            fn from(error: wit_types::VolumeError) -> Self {
+                use wit_types::VolumeError as Wit;
+                match error {
+                    Wit::NotFound => Self::NotFound,
+                    Wit::AlreadyExists => Self::AlreadyExists,
+                    Wit::NoSpace => Self::NoSpace,
+                    Wit::InvalidPath(why) => Self::InvalidPath(why),
+                    Wit::Busy(why) => Self::Busy(why),
+                    Wit::QuotaExceeded(why) => Self::QuotaExceeded(why),
+                    Wit::Internal(why) => Self::Internal(why),
+                }
+            }
+        }
+
+        impl From<$crate::types::VolumeError> for wit_types::VolumeError {
+            fn from(error: $crate::types::VolumeError) -> Self {
+                use $crate::types::VolumeError as Plain;
+                match error {
+                    Plain::NotFound => Self::NotFound,
+                    Plain::AlreadyExists => Self::AlreadyExists,
+                    Plain::NoSpace => Self::NoSpace,
+                    Plain::InvalidPath(why) => Self::InvalidPath(why),
+                    Plain::Busy(why) => Self::Busy(why),
+                    Plain::QuotaExceeded(why) => Self::QuotaExceeded(why),
+                    Plain::Internal(why) => Self::Internal(why),
+                }
+            }
+        }
+
+        impl From<wit_body::BodyError> for $crate::types::BodyError {
+            fn from(error: wit_body::BodyError) -> Self {
+                use wit_body::BodyError as Wit;
+                match error {
+                    Wit::TooLarge(limit) => Self::TooLarge(limit),
+                    Wit::Aborted(why) => Self::Aborted(why),
+                    Wit::TimedOut(why) => Self::TimedOut(why),
+                    Wit::NoSpace => Self::NoSpace,
+                    Wit::Internal(why) => Self::Internal(why),
+                }
+            }
+        }
+
+        impl From<$crate::types::BodyError> for wit_body::BodyError {
+            fn from(error: $crate::types::BodyError) -> Self {
+                use $crate::types::BodyError as Plain;
+                match error {
+                    Plain::TooLarge(limit) => Self::TooLarge(limit),
+                    Plain::Aborted(why) => Self::Aborted(why),
+                    Plain::TimedOut(why) => Self::TimedOut(why),
+                    Plain::NoSpace => Self::NoSpace,
+                    Plain::Internal(why) => Self::Internal(why),
+                }
+            }
+        }
+
+        impl From<wit_handler::StoreRequest> for $crate::types::StoreRequest {
+            fn from(request: wit_handler::StoreRequest) -> Self {
+                Self {
+                    path: request.path,
+                    content_type: request.content_type,
+                    create_only: request.create_only,
+                }
+            }
+        }
+
+        impl From<wit_handler::FetchRequest> for $crate::types::FetchRequest {
+            fn from(request: wit_handler::FetchRequest) -> Self {
+                use $crate::types::ByteRange;
+                Self {
+                    path: request.path,
+                    want_body: request.want_body,
+                    range: request.range.map(|range| match range {
+                        wit_handler::ByteRange::FirstLast(bounds) => ByteRange::FirstLast(bounds),
+                        wit_handler::ByteRange::Suffix(length) => ByteRange::Suffix(length),
+                    }),
+                    if_none_match: request.if_none_match,
+                }
+            }
+        }
+
+        impl From<$crate::types::Fetched> for wit_handler::Fetched {
+            fn from(fetched: $crate::types::Fetched) -> Self {
+                use $crate::types::FetchBody as Plain;
+                Self {
+                    meta: fetched.meta.into(),
+                    body: match fetched.body {
+                        Plain::None => wit_handler::FetchBody::None,
+                        Plain::NotModified => wit_handler::FetchBody::NotModified,
+                        Plain::Full => wit_handler::FetchBody::Full,
+                        Plain::Partial(bounds) => wit_handler::FetchBody::Partial(bounds),
+                    },
+                }
+            }
+        }
+
+        impl From<$crate::types::HandlerError> for wit_handler::HandlerError {
+            fn from(error: $crate::types::HandlerError) -> Self {
+                use $crate::types::HandlerError as Plain;
+                match error {
+                    Plain::Volume(error) => Self::Volume(error.into()),
+                    Plain::Body(error) => Self::Body(error.into()),
+                    Plain::Integrity(why) => Self::Integrity(why),
+                    Plain::RangeNotSatisfiable(size) => Self::RangeNotSatisfiable(size),
+                }
+            }
+        }
+    };
+}
