@@ -153,6 +153,13 @@ impl Database {
                 Engine::Postgres => 16,
             })
             .acquire_timeout(Duration::from_secs(30))
+            // A pooled PostgreSQL connection may have been cut by the network
+            // or a server restart: ping it before use. A SQLite connection
+            // is a file handle in this process; its ping is only a round
+            // trip to the connection's worker thread, as much as the query
+            // it precedes (a connection a refused COMMIT left in a
+            // transaction is dealt with on release, below).
+            .test_before_acquire(engine == Engine::Postgres)
             .after_connect(move |connection, _| {
                 Box::pin(async move {
                     if engine == Engine::Sqlite {
