@@ -56,7 +56,7 @@ async fn lifecycle() -> anyhow::Result<()> {
             range: None,
             if_none_match: Vec::new(),
         };
-        let answer = instance.fetch(volume::Owner::OPEN, request).await?;
+        let answer = instance.fetch(volume::Owner::OPEN, request, None).await?;
         assert!(answer.is_err(), "the file does not exist");
         let called = Instant::now();
         drop(instance);

@@ -472,13 +472,28 @@ impl Volume {
         owner: Owner,
         path: &FilePath,
     ) -> Result<(FileMeta, BlobReader), VolumeError> {
+        self.read_looked_up(owner, path, None).await
+    }
+
+    /// [`Volume::read`], starting from `looked_up`, the row of `path` the
+    /// caller read a moment ago (what [`Volume::stat`] gave), when it has
+    /// one: the index is not asked again unless its blob is gone.
+    pub async fn read_looked_up(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+        mut looked_up: Option<FileMeta>,
+    ) -> Result<(FileMeta, BlobReader), VolumeError> {
         // A concurrent replace may remove the blob between reading the row
         // and opening the blob; the row read again then names the new blob.
         const ATTEMPTS: usize = 3;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let meta = self.stat(owner, path).await?;
+            let meta = match looked_up.take() {
+                Some(meta) => meta,
+                None => self.stat(owner, path).await?,
+            };
             let digest = Digest::parse(&meta.sha256)?;
             match self.blobs.open_blob(&digest, meta.size).await? {
                 Some(reader) => return Ok((meta, reader)),

@@ -150,6 +150,28 @@ async fn put_read_stat_delete(backend: &Backend) {
     assert!(!exists(&volume, &digest_of(b"hello")).await);
 }
 
+async fn a_read_starts_from_the_row_looked_up_and_survives_a_replace(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let first = put(&volume, "f", b"one").await.unwrap();
+    // The row as a caller read it: the read starts from it.
+    let (meta, mut reader) = volume
+        .read_looked_up(Owner::OPEN, &path("f"), Some(first.clone()))
+        .await
+        .unwrap();
+    assert_eq!(meta, first);
+    assert_eq!(reader.read_to_end().await.unwrap(), b"one");
+    // Replaced after the caller read the row (its blob freed): the read
+    // asks the index again and gets the new content, never an error.
+    let second = put(&volume, "f", b"two").await.unwrap();
+    assert!(!exists(&volume, &digest_of(b"one")).await);
+    let (meta, mut reader) = volume
+        .read_looked_up(Owner::OPEN, &path("f"), Some(first))
+        .await
+        .unwrap();
+    assert_eq!(meta, second);
+    assert_eq!(reader.read_to_end().await.unwrap(), b"two");
+}
+
 async fn replace_keeps_created_and_frees_the_old_blob(backend: &Backend) {
     let (_dir, volume) = backend.open().await;
     let first = put(&volume, "f", b"one").await.unwrap();
@@ -1231,6 +1253,7 @@ macro_rules! suite {
 
 suite!(
     put_read_stat_delete,
+    a_read_starts_from_the_row_looked_up_and_survives_a_replace,
     replace_keeps_created_and_frees_the_old_blob,
     create_only_refuses_an_existing_path,
     identical_content_is_stored_once,

@@ -255,21 +255,22 @@ async fn fetch(
 ) -> Result<(Fetched, Body), AppError> {
     // The guest reads (and verifies) the whole file even for a range, so
     // the request reserves the file's size; an unknown path reserves
-    // nothing and the guest answers 404.
-    let body_size = if request.want_body {
-        match state.volume.stat(owner, path).await {
-            Ok(meta) => BodySize::Known(meta.size),
-            Err(_) => BodySize::None,
-        }
+    // nothing and the guest answers 404. The row read here is handed to
+    // the call, which starts from it rather than asking the index again.
+    let looked_up = if request.want_body {
+        state.volume.stat(owner, path).await.ok()
     } else {
-        BodySize::None
+        None
     };
+    let body_size = looked_up
+        .as_ref()
+        .map_or(BodySize::None, |meta| BodySize::Known(meta.size));
     let lease = state.pool.lease(body_size).await?;
     let (head, headed) = oneshot::channel();
     let (chunks, received) = mpsc::channel(ResponseSink::CHANNEL_CHUNKS);
     let answer = lease.spawn(move |instance| {
         Box::pin(async move {
-            let fetched = instance.fetch(owner, request).await?;
+            let fetched = instance.fetch(owner, request, looked_up).await?;
             let streams = matches!(
                 &fetched,
                 Ok(Fetched {

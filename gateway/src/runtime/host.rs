@@ -43,6 +43,10 @@ pub struct HostState {
     /// A body call just gave up on a slow client: the guest gets a full
     /// deadline to answer that, rather than racing the same timeout.
     gave_up_on_client: bool,
+    /// The row of the file this call reads, as the route read it a moment
+    /// before (to size the call's memory reservation): `stat` and `open`
+    /// of that path start from it instead of asking the index again.
+    looked_up: Option<volume::FileMeta>,
 }
 
 impl std::fmt::Debug for HostState {
@@ -65,6 +69,7 @@ impl HostState {
             progress: 0,
             progress_seen: 0,
             gave_up_on_client: false,
+            looked_up: None,
         }
     }
 
@@ -74,6 +79,20 @@ impl HostState {
         self.owner = owner;
         self.progress_seen = self.progress;
         self.gave_up_on_client = false;
+        self.looked_up = None;
+    }
+
+    /// The row of the file the call in progress reads, read by the caller
+    /// for the call's owner a moment ago.
+    pub(super) fn looked_up(&mut self, meta: volume::FileMeta) {
+        self.looked_up = Some(meta);
+    }
+
+    /// What the caller looked up for `path`, if anything.
+    fn looked_up_for(&self, path: &FilePath) -> Option<&volume::FileMeta> {
+        self.looked_up
+            .as_ref()
+            .filter(|meta| meta.path == path.as_str())
     }
 
     /// The tree the call in progress may reach.
@@ -403,6 +422,9 @@ impl bindings::wasm_storage::storage::volume::Host for HostState {
 
     async fn stat(&mut self, path: String) -> Result<FileMeta, wit::VolumeError> {
         let path = parse_path(&path)?;
+        if let Some(meta) = self.looked_up_for(&path) {
+            return Ok(to_wit_meta(meta.clone()));
+        }
         self.volume
             .stat(self.owner()?, &path)
             .await
@@ -415,9 +437,10 @@ impl bindings::wasm_storage::storage::volume::Host for HostState {
         path: String,
     ) -> Result<(FileMeta, Resource<Content>), wit::VolumeError> {
         let path = parse_path(&path)?;
+        let looked_up = self.looked_up.take_if(|meta| meta.path == path.as_str());
         let (meta, reader) = self
             .volume
-            .read(self.owner()?, &path)
+            .read_looked_up(self.owner()?, &path, looked_up)
             .await
             .map_err(to_wit_error)?;
         let content = self

@@ -328,8 +328,19 @@ impl HandlerInstance {
 
     /// Answer a read from metadata, or read and verify the content, which
     /// then waits in the instance for [`HandlerInstance::send_body`].
-    pub async fn fetch(&mut self, owner: Owner, request: FetchRequest) -> CallResult<Fetched> {
+    /// `looked_up` is the file's row as the caller read it for `owner` a
+    /// moment ago, if it did: the call starts from it rather than asking
+    /// the index again.
+    pub async fn fetch(
+        &mut self,
+        owner: Owner,
+        request: FetchRequest,
+        looked_up: Option<volume::FileMeta>,
+    ) -> CallResult<Fetched> {
         self.start_call(owner);
+        if let Some(meta) = looked_up {
+            self.store.data_mut().looked_up(meta);
+        }
         let outcome = match &mut self.code {
             Code::Wasm(bindings) => {
                 bindings
