@@ -11,6 +11,9 @@ use std::time::SystemTime;
 use crate::blobs::{BlobReader, ListedBlob, StagedBlob};
 use crate::{Digest, VolumeError};
 
+/// Blobs up to this size are read whole when they are opened.
+const READ_WHOLE: u64 = 64 << 10;
+
 #[derive(Debug, Clone)]
 pub(crate) struct LocalBlobs {
     root: PathBuf,
@@ -70,7 +73,24 @@ impl LocalBlobs {
         digest: &Digest,
         size: u64,
     ) -> Result<Option<BlobReader>, VolumeError> {
-        match tokio::fs::File::open(self.path_of(digest)).await {
+        let path = self.path_of(digest);
+        if size <= READ_WHOLE {
+            // Opened and read in one trip to the blocking pool, not two.
+            return blocking(move || {
+                let mut content = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+                match File::open(&path) {
+                    Ok(file) => {
+                        io::Read::read_to_end(&mut io::Read::take(file, size), &mut content)
+                            .map_err(|e| VolumeError::io("reading a blob", e))?
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                    Err(e) => return Err(VolumeError::io("reading a blob", e)),
+                };
+                Ok(Some(BlobReader::in_memory(content.into(), size)))
+            })
+            .await;
+        }
+        match tokio::fs::File::open(path).await {
             Ok(file) => Ok(Some(BlobReader::file(file, size))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(VolumeError::io("reading a blob", e)),

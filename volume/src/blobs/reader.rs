@@ -44,6 +44,16 @@ impl BlobReader {
         }
     }
 
+    /// Content already read, of a blob the index says is `size` bytes
+    /// (`content` may be shorter: a damaged blob, which verification
+    /// catches).
+    pub(crate) fn in_memory(content: Bytes, size: u64) -> Self {
+        Self::stream(
+            futures_util::stream::once(async { Ok(content) }).boxed(),
+            size,
+        )
+    }
+
     pub(crate) fn stream(
         stream: BoxStream<'static, object_store::Result<Bytes>>,
         size: u64,
