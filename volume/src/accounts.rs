@@ -6,7 +6,7 @@
 
 use sqlx::FromRow;
 
-use crate::db::Database;
+use crate::db::{Database, WriteTx};
 use crate::path::FilePath;
 use crate::{DatabaseUrl, VolumeError, now_ms};
 
@@ -242,7 +242,7 @@ impl Accounts {
             self.db.locking()
         ))
         .bind(name)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?;
         let Some((id,)) = found else {
             return Ok(false);
@@ -257,7 +257,7 @@ impl Accounts {
             "DELETE FROM sessions WHERE user_id = $1",
             "DELETE FROM users WHERE id = $1",
         ] {
-            sqlx::query(sql).bind(id).execute(&mut **tx).await?;
+            sqlx::query(sql).bind(id).execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(true)
@@ -273,14 +273,14 @@ impl Accounts {
                  (SELECT path FROM files WHERE owner = $1) LIMIT 1",
         )
         .bind(user.0)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?;
         if let Some((path,)) = clash {
             return Err(VolumeError::AlreadyExists(path));
         }
         let moved = sqlx::query("UPDATE files SET owner = $1 WHERE owner = 0")
             .bind(user.0)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?
             .rows_affected();
         for sql in [
@@ -293,7 +293,7 @@ impl Accounts {
             "UPDATE dav_properties SET owner = $1 WHERE owner = 0",
             "UPDATE dav_locks SET owner = $1 WHERE owner = 0",
         ] {
-            sqlx::query(sql).bind(user.0).execute(&mut **tx).await?;
+            sqlx::query(sql).bind(user.0).execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(moved)
@@ -495,7 +495,7 @@ impl Accounts {
 /// one at a time; `None` for no quota (or the open tree).
 pub(crate) async fn locked_quota(
     db: &Database,
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    tx: &mut WriteTx,
     owner: Owner,
 ) -> Result<Option<u64>, VolumeError> {
     if owner == Owner::OPEN {

@@ -11,9 +11,14 @@ use std::time::Duration;
 
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::{Any, AnyPool, Executor as _, Transaction};
+use sqlx::{Any, AnyPool, Executor as _};
 
 use crate::VolumeError;
+
+mod write_tx;
+
+pub(crate) use write_tx::WriteTx;
+use write_tx::Writers;
 
 /// Where the metadata lives: `--database-url`.
 #[derive(Clone, PartialEq, Eq)]
@@ -92,39 +97,9 @@ pub(crate) struct Database {
     /// SQLite has one write lock per file; writers in this process take
     /// turns here, first come first served, rather than in SQLite's busy
     /// handler, which sleeps up to 100 ms between tries and lets late
-    /// writers overtake early ones (seconds of tail latency at 8 writers).
-    writers: Arc<tokio::sync::Mutex<()>>,
-}
-
-/// A write transaction (and, on SQLite, this process's turn to write).
-#[derive(Debug)]
-pub(crate) struct WriteTx {
-    tx: Transaction<'static, Any>,
-    _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
-}
-
-impl WriteTx {
-    pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
-        self.tx.commit().await
-    }
-
-    pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
-        self.tx.rollback().await
-    }
-}
-
-impl std::ops::Deref for WriteTx {
-    type Target = Transaction<'static, Any>;
-
-    fn deref(&self) -> &Self::Target {
-        &self.tx
-    }
-}
-
-impl std::ops::DerefMut for WriteTx {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.tx
-    }
+    /// writers overtake early ones (seconds of tail latency at 8 writers);
+    /// and writers that come back to back share one commit.
+    writers: Arc<Writers>,
 }
 
 /// Characters a file path must not carry raw inside a `sqlite://` URL.
@@ -187,7 +162,7 @@ impl Database {
         Ok(Self {
             pool,
             engine,
-            writers: Arc::new(tokio::sync::Mutex::new(())),
+            writers: Arc::default(),
         })
     }
 
@@ -199,20 +174,13 @@ impl Database {
     /// start (`BEGIN IMMEDIATE`), so a read-then-write transaction never
     /// fails half-way on a lock upgrade; PostgreSQL locks rows as they are
     /// read with [`Database::locking`].
+    /// On SQLite, writers that come back to back share one commit (see
+    /// [`write_tx`]).
     pub(crate) async fn begin_write(&self) -> Result<WriteTx, VolumeError> {
-        Ok(match self.engine {
-            Engine::Sqlite => {
-                let turn = self.writers.clone().lock_owned().await;
-                WriteTx {
-                    tx: self.pool.begin_with("BEGIN IMMEDIATE").await?,
-                    _turn: Some(turn),
-                }
-            }
-            Engine::Postgres => WriteTx {
-                tx: self.pool.begin().await?,
-                _turn: None,
-            },
-        })
+        match self.engine {
+            Engine::Sqlite => WriteTx::grouped(&self.writers, &self.pool).await,
+            Engine::Postgres => WriteTx::own(&self.pool).await,
+        }
     }
 
     /// Appended to a `SELECT` in a write transaction: lock the rows read
@@ -235,11 +203,7 @@ impl Database {
     /// Serialise, until `tx` ends, the transactions that take this lock for
     /// `owner`'s tree: a row-less lock on PostgreSQL (an advisory lock);
     /// nothing on SQLite, whose writers take turns already.
-    pub(crate) async fn lock_tree(
-        &self,
-        tx: &mut Transaction<'static, Any>,
-        owner: i64,
-    ) -> Result<(), VolumeError> {
+    pub(crate) async fn lock_tree(&self, tx: &mut WriteTx, owner: i64) -> Result<(), VolumeError> {
         if self.engine == Engine::Postgres {
             sqlx::query("SELECT pg_advisory_xact_lock($1)")
                 .bind(owner)

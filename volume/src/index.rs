@@ -5,9 +5,7 @@
 
 use std::collections::HashSet;
 
-use sqlx::{Any, Transaction};
-
-use crate::db::Database;
+use crate::db::{Database, WriteTx};
 use crate::path::{FilePath, Prefix};
 use crate::{Digest, Digests, Entry, FileMeta, Listing, Owner, VolumeError};
 
@@ -89,7 +87,7 @@ impl Index {
     /// (PostgreSQL; SQLite's writers are serialised already).
     pub(crate) async fn get_locked(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut WriteTx,
         owner: Owner,
         path: &FilePath,
     ) -> Result<Option<FileMeta>, VolumeError> {
@@ -108,7 +106,7 @@ impl Index {
     /// upload is about to replace), read inside the write transaction `tx`.
     pub(crate) async fn usage_except(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut WriteTx,
         owner: Owner,
         except: &FilePath,
     ) -> Result<u64, VolumeError> {
@@ -129,7 +127,7 @@ impl Index {
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn upsert(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut WriteTx,
         owner: Owner,
         path: &FilePath,
         size: u64,
@@ -184,7 +182,7 @@ impl Index {
     /// written, if one was.
     async fn insert(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut WriteTx,
         row: &NewRow<'_>,
         on_conflict: &str,
     ) -> Result<Option<Row>, VolumeError> {
@@ -207,7 +205,7 @@ impl Index {
     /// SQLite's writers are serialised already).
     async fn locked_digest(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut WriteTx,
         owner: Owner,
         path: &FilePath,
     ) -> Result<Option<Digest>, VolumeError> {
@@ -237,7 +235,7 @@ impl Index {
             sqlx::query_as("DELETE FROM files WHERE owner = $1 AND path = $2 RETURNING sha256")
                 .bind(owner.id())
                 .bind(path.as_str())
-                .fetch_optional(&mut **tx)
+                .fetch_optional(&mut *tx)
                 .await?;
         if gone.is_some() {
             // What WebDAV kept about the file goes with it.
@@ -247,7 +245,7 @@ impl Index {
                 ))
                 .bind(owner.id())
                 .bind(path.as_str())
-                .execute(&mut **tx)
+                .execute(&mut *tx)
                 .await?;
             }
         }
@@ -441,14 +439,14 @@ impl Index {
         .bind(owner.id())
         .bind(prefix.as_str())
         .bind(&upper)
-        .fetch_all(&mut **tx)
+        .fetch_all(&mut *tx)
         .await?;
         let folders =
             sqlx::query("DELETE FROM folders WHERE owner = $1 AND path >= $2 AND path < $3")
                 .bind(owner.id())
                 .bind(prefix.as_str())
                 .bind(&upper)
-                .execute(&mut **tx)
+                .execute(&mut *tx)
                 .await?
                 .rows_affected();
         for table in ["dav_properties", "dav_locks"] {
@@ -458,7 +456,7 @@ impl Index {
             .bind(owner.id())
             .bind(prefix.as_str())
             .bind(&upper)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         }
         tx.commit().await?;

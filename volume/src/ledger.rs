@@ -7,9 +7,7 @@
 //! removal of the last reference on another serialise on one row, in
 //! PostgreSQL as in SQLite.
 
-use sqlx::{Any, Transaction};
-
-use crate::db::Database;
+use crate::db::{Database, WriteTx};
 use crate::{Digest, VolumeError};
 
 /// A ledger row's state.
@@ -54,7 +52,7 @@ pub(crate) async fn peek(db: &Database, digest: &Digest) -> Result<Option<BlobSt
 /// `digest`'s state, its row locked until `tx` ends.
 pub(crate) async fn lock(
     db: &Database,
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut WriteTx,
     digest: &Digest,
 ) -> Result<Option<BlobState>, VolumeError> {
     let sql = format!(
@@ -72,7 +70,7 @@ pub(crate) async fn lock(
 /// `since_ms`); `false` if a row appeared meanwhile (another process's), in
 /// which case nothing changed.
 pub(crate) async fn insert(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut WriteTx,
     digest: &Digest,
     state: BlobState,
     now_ms: i64,
@@ -97,7 +95,7 @@ pub(crate) async fn insert(
 /// Mark `digest` (locked, stored) as being removed, stamped `now_ms`: the
 /// stamp is the removal's claim, which [`forget`] and [`take_over`] check.
 pub(crate) async fn mark_deleting(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut WriteTx,
     digest: &Digest,
     now_ms: i64,
 ) -> Result<(), VolumeError> {
@@ -147,10 +145,7 @@ pub(crate) async fn forget(
 }
 
 /// How many files name `digest`, read inside `tx` (after [`lock`]).
-pub(crate) async fn references(
-    tx: &mut Transaction<'static, Any>,
-    digest: &Digest,
-) -> Result<u64, VolumeError> {
+pub(crate) async fn references(tx: &mut WriteTx, digest: &Digest) -> Result<u64, VolumeError> {
     let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM files WHERE sha256 = $1")
         .bind(digest.as_str())
         .fetch_one(&mut **tx)

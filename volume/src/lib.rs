@@ -47,8 +47,8 @@ use serde::Serialize;
 pub use crate::accounts::{Accounts, Owner};
 use crate::blobs::BlobStore;
 pub use crate::blobs::{BlobReader, BlobUrl, S3Settings, StagedBlob};
-use crate::db::Database;
 pub use crate::db::DatabaseUrl;
+use crate::db::{Database, WriteTx};
 use crate::index::Index;
 use crate::ledger::BlobState;
 pub use crate::path::{FilePath, PathError, Prefix};
@@ -428,7 +428,7 @@ impl Volume {
     /// write transaction that stores the file, holding the owner's row.
     async fn check_quota(
         &self,
-        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        tx: &mut WriteTx,
         owner: Owner,
         path: &FilePath,
         size: u64,

@@ -51,14 +51,14 @@ impl<'a> SampleStore<'a> {
             .bind(sample.timestamp_ms)
             .bind(to_sql(sample.instance))
             .bind(to_sql(sample.bytes))
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         }
         sqlx::query("INSERT INTO process_samples (timestamp_ms, rss_bytes, private_dirty_bytes) VALUES ($1, $2, $3)")
             .bind(process.timestamp_ms)
             .bind(to_sql(process.rss_bytes))
             .bind(to_sql(process.private_dirty_bytes))
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         tx.commit().await?;
         Ok(())

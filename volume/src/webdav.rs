@@ -12,8 +12,9 @@
 //! they copy is named by a source row they hold, so no removal can count it
 //! unnamed, and after the commit the copies name it too.
 
-use sqlx::{Any, Transaction};
+use sqlx::Any;
 
+use crate::db::WriteTx;
 use crate::path::{FilePath, MAX_PATH_BYTES, PathError, Prefix};
 use crate::{Digest, FileMeta, Owner, Volume, VolumeError, accounts, now_ms};
 
@@ -267,7 +268,7 @@ impl Volume {
                 .bind(from.as_str())
                 .bind(to.as_str())
                 .bind(now)
-                .execute(&mut **tx)
+                .execute(&mut *tx)
                 .await?;
                 copy_properties(&mut tx, owner, from.as_str(), to.as_str()).await?;
             }
@@ -289,7 +290,7 @@ impl Volume {
                     ] {
                         rewrite(sql, owner, &from, &to, &upper)
                             .bind(now)
-                            .execute(&mut **tx)
+                            .execute(&mut *tx)
                             .await?;
                     }
                 }
@@ -340,7 +341,7 @@ impl Volume {
                         .bind(owner.id())
                         .bind(from.as_str())
                         .bind(to.as_str())
-                        .execute(&mut **tx)
+                        .execute(&mut *tx)
                         .await?;
                 }
             }
@@ -356,14 +357,14 @@ impl Volume {
                      WHERE owner = $1 AND path >= $4 AND path < $5",
                 ] {
                     rewrite(sql, owner, &from, &to, &upper)
-                        .execute(&mut **tx)
+                        .execute(&mut *tx)
                         .await?;
                 }
                 sqlx::query("DELETE FROM dav_locks WHERE owner = $1 AND path >= $2 AND path < $3")
                     .bind(owner.id())
                     .bind(from.as_str())
                     .bind(&upper)
-                    .execute(&mut **tx)
+                    .execute(&mut *tx)
                     .await?;
                 // A folder that only held files is made on purpose at its
                 // destination, so that it stays if they go.
@@ -378,7 +379,7 @@ impl Volume {
     /// What `name` is, read inside `tx` (a file's row locked until it ends).
     async fn find(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut WriteTx,
         owner: Owner,
         name: &FilePath,
     ) -> Result<Found, VolumeError> {
@@ -400,7 +401,7 @@ impl Volume {
     /// folders. Returns the bytes its files take.
     async fn hold_tree(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut WriteTx,
         owner: Owner,
         from: &FilePath,
         to: &FilePath,
@@ -458,7 +459,7 @@ impl Volume {
     /// the transfer will be and the digests the removed files named.
     async fn clear_destination(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut WriteTx,
         owner: Owner,
         to: &FilePath,
         overwrite: bool,
@@ -598,7 +599,7 @@ fn rewrite<'q>(
 
 /// Make `folder` a folder made on purpose, inside `tx` (a no-op if it is).
 async fn ensure_folder(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut WriteTx,
     owner: Owner,
     folder: &Prefix,
     now_ms: i64,
@@ -617,7 +618,7 @@ async fn ensure_folder(
 
 /// Refuse (with `QuotaExceeded`) to add `size` bytes to `owner`'s files.
 async fn check_room(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut WriteTx,
     owner: Owner,
     quota: u64,
     size: u64,
@@ -635,7 +636,7 @@ async fn check_room(
 }
 
 async fn copy_properties(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut WriteTx,
     owner: Owner,
     from: &str,
     to: &str,
@@ -676,7 +677,7 @@ impl WebDavStore<'_> {
             ))
             .bind(owner.id())
             .bind(key)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         }
         tx.commit().await?;
@@ -757,7 +758,7 @@ impl WebDavStore<'_> {
                     .bind(&property.namespace)
                     .bind(&property.name)
                     .bind(&property.value)
-                    .execute(&mut **tx)
+                    .execute(&mut *tx)
                     .await?;
                 }
                 PropertyChange::Remove { namespace, name } => {
@@ -769,7 +770,7 @@ impl WebDavStore<'_> {
                     .bind(key)
                     .bind(namespace)
                     .bind(name)
-                    .execute(&mut **tx)
+                    .execute(&mut *tx)
                     .await?;
                 }
             }
@@ -778,7 +779,7 @@ impl WebDavStore<'_> {
             sqlx::query_as("SELECT COUNT(*) FROM dav_properties WHERE owner = $1 AND path = $2")
                 .bind(owner.id())
                 .bind(key)
-                .fetch_one(&mut **tx)
+                .fetch_one(&mut *tx)
                 .await?;
         if usize::try_from(count).unwrap_or(usize::MAX) > MAX_PROPERTIES_PER_RESOURCE {
             return Err(VolumeError::TooManyProperties {
@@ -831,7 +832,7 @@ impl WebDavStore<'_> {
         ))
         .bind(owner.id())
         .bind(now)
-        .fetch_all(&mut **tx)
+        .fetch_all(&mut *tx)
         .await?;
         let held: Vec<DavLock> = rows.into_iter().map(DavLock::from).collect();
         if held.len() >= MAX_LOCKS_PER_OWNER {
@@ -855,7 +856,7 @@ impl WebDavStore<'_> {
         .bind(expires_ms)
         .bind(&lock.holder)
         .bind(owner.id())
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
         tx.commit().await?;
         Ok(LockOutcome::Granted(DavLock {

@@ -1,0 +1,396 @@
+//! Write transactions, and group commit on SQLite.
+//!
+//! PostgreSQL writers each get a transaction of their own: they lock the
+//! rows they read (`FOR UPDATE`) and commit in parallel. SQLite has one
+//! write lock per file, so this process's writers take turns; and each
+//! commit is an fsync of the WAL. Rather than one transaction (and one
+//! fsync) per writer, writers that take their turns back to back share one:
+//! each runs in a savepoint of the group's transaction (so one that fails
+//! or is dropped undoes only its own writes), and the last writer of a run
+//! (no other writer waiting for a turn, or the group full) commits the group
+//! once for all of them. [`WriteTx::commit`] returns only once that commit
+//! is durable, so nothing is acknowledged before it is; a commit that fails
+//! fails every writer of the group, and a crash before it loses only
+//! writes none of them had been told were stored.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyConnection, AnyPool, Transaction, TransactionManager as _};
+use tokio::sync::{Mutex, OwnedMutexGuard, oneshot};
+
+use crate::VolumeError;
+
+type Manager = <Any as sqlx::Database>::TransactionManager;
+
+/// Most writers one group commit takes: the first of them waits for the
+/// others' work, so this bounds what sharing a commit adds to its latency.
+const MAX_GROUP: usize = 32;
+
+/// A write transaction: on PostgreSQL one of its own; on SQLite a savepoint
+/// in this process's group transaction, held with this process's turn to
+/// write. Queries run on it through `&mut **tx`. Dropped without
+/// [`WriteTx::commit`], its writes are rolled back.
+#[derive(Debug)]
+pub(crate) struct WriteTx(Kind);
+
+#[derive(Debug)]
+enum Kind {
+    Own(Transaction<'static, Any>),
+    Grouped(Turn),
+}
+
+/// SQLite's writers in this process: whose turn it is, and the group
+/// transaction open between turns.
+#[derive(Debug, Default)]
+pub(crate) struct Writers {
+    /// Held by the writer whose turn it is; between turns, the group still
+    /// waiting for its commit, if any.
+    open: Arc<Mutex<Option<Group>>>,
+    /// Writers waiting for a turn: while there are some, a finishing writer
+    /// leaves the group open for them to join.
+    waiting: AtomicUsize,
+    /// A settler is queued for a turn: it commits a group left open once
+    /// every writer queued before it has joined (see [`Writers::settle`]).
+    settler_queued: AtomicBool,
+}
+
+/// Counts a writer as waiting until it has its turn or gives up.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(waiting: &'a AtomicUsize) -> Self {
+        waiting.fetch_add(1, Ordering::SeqCst);
+        Self(waiting)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Writers {
+    fn others_waiting(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst) > 0
+    }
+
+    /// Leave `group` open for the writers waiting for a turn, and make sure
+    /// it is committed even if none of them comes (gave up, or failed): a
+    /// settler queues for a turn behind them (turns are first come, first
+    /// served) and ends whatever group it finds open.
+    fn leave_open(self: &Arc<Self>, guard: &mut OwnedMutexGuard<Option<Group>>, group: Group) {
+        **guard = Some(group);
+        if self.settler_queued.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let writers = self.clone();
+        let settle = async move {
+            let mut guard = writers.open.clone().lock_owned().await;
+            writers.settler_queued.store(false, Ordering::SeqCst);
+            if let Some(group) = guard.take() {
+                group.end().await;
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(settle)),
+            // No runtime left: the group's writers are gone with it, and
+            // its connection rolls back when it is released.
+            Err(_) => drop(guard.take()),
+        }
+    }
+}
+
+/// An open SQLite transaction (`BEGIN IMMEDIATE`: it holds the write lock)
+/// and the writers whose work it holds.
+#[derive(Debug)]
+struct Group {
+    conn: PoolConnection<Any>,
+    members: Vec<oneshot::Sender<Result<(), Failure>>>,
+}
+
+/// Why a group's commit failed, as each of its writers is told.
+#[derive(Debug, Clone)]
+struct Failure {
+    no_space: bool,
+    message: String,
+}
+
+impl From<Failure> for VolumeError {
+    fn from(failure: Failure) -> Self {
+        if failure.no_space {
+            Self::NoSpace
+        } else {
+            Self::Database(sqlx::Error::Protocol(format!(
+                "the group commit failed: {}",
+                failure.message
+            )))
+        }
+    }
+}
+
+impl Failure {
+    fn of(error: &VolumeError) -> Self {
+        Self {
+            no_space: matches!(error, VolumeError::NoSpace),
+            message: error.to_string(),
+        }
+    }
+}
+
+/// One writer's turn: the group, lent to it until it finishes.
+#[derive(Debug)]
+struct Turn {
+    writers: Arc<Writers>,
+    /// Both `Some` until the turn ends ([`Turn::finish`], or the drop).
+    guard: Option<OwnedMutexGuard<Option<Group>>>,
+    group: Option<Group>,
+}
+
+impl WriteTx {
+    pub(super) async fn own(pool: &AnyPool) -> Result<Self, VolumeError> {
+        Ok(Self(Kind::Own(pool.begin().await?)))
+    }
+
+    /// Wait for this process's turn to write on SQLite, then join the open
+    /// group (or begin one).
+    pub(super) async fn grouped(
+        writers: &Arc<Writers>,
+        pool: &AnyPool,
+    ) -> Result<Self, VolumeError> {
+        let waiting = Waiting::new(&writers.waiting);
+        let mut guard = writers.open.clone().lock_owned().await;
+        drop(waiting);
+        let mut group = match guard.take() {
+            Some(group) => group,
+            None => Group::begin(pool).await?,
+        };
+        // A savepoint (sqlx counts the depth): this writer's own part.
+        if let Err(error) = Manager::begin(&mut group.conn, None).await {
+            let error = VolumeError::from(error);
+            group.abort(&error).await;
+            return Err(error);
+        }
+        Ok(Self(Kind::Grouped(Turn {
+            writers: writers.clone(),
+            guard: Some(guard),
+            group: Some(group),
+        })))
+    }
+
+    /// Commit: returns once the writes are durable.
+    pub(crate) async fn commit(self) -> Result<(), VolumeError> {
+        match self.0 {
+            Kind::Own(tx) => Ok(tx.commit().await?),
+            Kind::Grouped(mut turn) => turn.finish(true).await,
+        }
+    }
+
+    pub(crate) async fn rollback(self) -> Result<(), VolumeError> {
+        match self.0 {
+            Kind::Own(tx) => Ok(tx.rollback().await?),
+            Kind::Grouped(mut turn) => turn.finish(false).await,
+        }
+    }
+}
+
+impl std::ops::Deref for WriteTx {
+    type Target = AnyConnection;
+
+    fn deref(&self) -> &AnyConnection {
+        match &self.0 {
+            Kind::Own(tx) => tx,
+            Kind::Grouped(turn) => &turn.live().conn,
+        }
+    }
+}
+
+impl std::ops::DerefMut for WriteTx {
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        match &mut self.0 {
+            Kind::Own(tx) => tx,
+            Kind::Grouped(turn) => &mut turn.live_mut().conn,
+        }
+    }
+}
+
+impl Group {
+    async fn begin(pool: &AnyPool) -> Result<Self, VolumeError> {
+        let mut conn = pool.acquire().await?;
+        Manager::begin(&mut conn, Some("BEGIN IMMEDIATE".into())).await?;
+        Ok(Self {
+            conn,
+            members: Vec::new(),
+        })
+    }
+
+    /// Commit, and tell every writer of the group how it went. The
+    /// connection goes back to the pool, which rolls back or closes one a
+    /// failed COMMIT left behind.
+    async fn commit(mut self) {
+        let outcome = Manager::commit(&mut self.conn)
+            .await
+            .map_err(|error| Failure::of(&VolumeError::from(error)));
+        for member in self.members {
+            let _ = member.send(outcome.clone());
+        }
+    }
+
+    /// Commit the group if it holds any writer's work, else just end its
+    /// transaction (and with it the write lock).
+    async fn end(mut self) {
+        if self.members.is_empty() {
+            let _ = Manager::rollback(&mut self.conn).await;
+        } else {
+            self.commit().await;
+        }
+    }
+
+    /// Roll the whole group back: its state is not to be trusted.
+    async fn abort(mut self, why: &VolumeError) {
+        let _ = Manager::rollback(&mut self.conn).await;
+        let failure = Failure::of(why);
+        for member in self.members {
+            let _ = member.send(Err(failure.clone()));
+        }
+    }
+}
+
+impl Turn {
+    fn live(&self) -> &Group {
+        self.group
+            .as_ref()
+            .expect("a write transaction is used only during its turn")
+    }
+
+    fn live_mut(&mut self) -> &mut Group {
+        self.group
+            .as_mut()
+            .expect("a write transaction is used only during its turn")
+    }
+
+    /// End this writer's part: keep it (release its savepoint) or undo it
+    /// (roll back to it). Then commit the group now, if nobody waits for a
+    /// turn or it is full, or leave it open for the next writer; a kept
+    /// part returns once the group's commit is durable.
+    async fn finish(&mut self, keep: bool) -> Result<(), VolumeError> {
+        let (Some(mut guard), Some(mut group)) = (self.guard.take(), self.group.take()) else {
+            return Ok(());
+        };
+        let ended = if keep {
+            Manager::commit(&mut group.conn).await
+        } else {
+            Manager::rollback(&mut group.conn).await
+        };
+        if let Err(error) = ended {
+            // The savepoint could not end as asked: nothing in the group
+            // can be trusted to be what its writers asked for.
+            let error = VolumeError::from(error);
+            group.abort(&error).await;
+            return Err(error);
+        }
+        let committed = keep.then(|| {
+            let (member, committed) = oneshot::channel();
+            group.members.push(member);
+            committed
+        });
+        if self.writers.others_waiting() && group.members.len() < MAX_GROUP {
+            self.writers.leave_open(&mut guard, group);
+        } else {
+            group.end().await;
+        }
+        drop(guard);
+        match committed {
+            None => Ok(()),
+            Some(committed) => committed
+                .await
+                .map_err(|_| {
+                    VolumeError::Database(sqlx::Error::Protocol(
+                        "the group commit was abandoned".into(),
+                    ))
+                })?
+                .map_err(VolumeError::from),
+        }
+    }
+}
+
+impl Drop for Turn {
+    /// A writer dropped mid-turn (an error returned early, or its task
+    /// ended): undo its part, then let the group go on or commit it.
+    fn drop(&mut self) {
+        let (Some(mut guard), Some(mut group)) = (self.guard.take(), self.group.take()) else {
+            return;
+        };
+        // Queued on the connection, ahead of anything sent after it.
+        Manager::start_rollback(&mut group.conn);
+        self.writers.leave_open(&mut guard, group);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::time::Duration;
+
+    use crate::db::{Database, DatabaseUrl};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writers_share_commits_and_undo_only_their_own_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(&DatabaseUrl::Sqlite(dir.path().join("t.sqlite")))
+            .await
+            .unwrap();
+        sqlx::query("CREATE TABLE t (n INTEGER PRIMARY KEY)")
+            .execute(db.pool())
+            .await
+            .unwrap();
+        // At once: even writers commit, n % 4 == 1 roll back, n % 4 == 3
+        // are dropped mid-turn (an error returned early).
+        let writers: Vec<_> = (0..64_i64)
+            .map(|n| {
+                let db = db.clone();
+                tokio::spawn(async move {
+                    let mut tx = db.begin_write().await?;
+                    sqlx::query("INSERT INTO t (n) VALUES ($1)")
+                        .bind(n)
+                        .execute(&mut *tx)
+                        .await?;
+                    match n % 4 {
+                        1 => tx.rollback().await,
+                        3 => {
+                            drop(tx);
+                            Ok(())
+                        }
+                        _ => tx.commit().await,
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            tokio::time::timeout(Duration::from_secs(30), writer)
+                .await
+                .expect("every writer finishes")
+                .unwrap()
+                .unwrap();
+        }
+        // What each writer was told is what another connection sees.
+        let rows: Vec<(i64,)> = sqlx::query_as("SELECT n FROM t ORDER BY n")
+            .fetch_all(db.pool())
+            .await
+            .unwrap();
+        let kept: Vec<i64> = (0..64).filter(|n| n % 2 == 0).collect();
+        assert_eq!(rows.into_iter().map(|(n,)| n).collect::<Vec<_>>(), kept);
+        // No group is left holding the write lock: a write outside a
+        // turn goes through at once.
+        tokio::time::timeout(
+            Duration::from_secs(2),
+            sqlx::query("INSERT INTO t (n) VALUES (1000)").execute(db.pool()),
+        )
+        .await
+        .expect("the write lock is free")
+        .unwrap();
+    }
+}
