@@ -11,7 +11,9 @@
 //! once for all of them. [`WriteTx::commit`] returns only once that commit
 //! is durable, so nothing is acknowledged before it is; a commit that fails
 //! fails every writer of the group, and a crash before it loses only
-//! writes none of them had been told were stored.
+//! writes none of them had been told were stored. Every step that changes
+//! the group runs in a task of its own, so a cancelled writer cannot leave
+//! it half-way.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -140,13 +142,24 @@ impl Failure {
     }
 }
 
-/// One writer's turn: the group, lent to it until it finishes.
+/// One writer's turn: the group, lent to it until it ends. Dropped before
+/// it ends (an early `?` return, a cancelled caller), its part is undone in
+/// a task of its own.
 #[derive(Debug)]
 struct Turn {
     writers: Arc<Writers>,
-    /// Both `Some` until the turn ends ([`Turn::finish`], or the drop).
+    /// Both `Some` until the turn ends.
     guard: Option<OwnedMutexGuard<Option<Group>>>,
     group: Option<Group>,
+}
+
+/// How a writer's part of the group ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// Release its savepoint: its writes go with the group's commit.
+    Keep,
+    /// Roll back to its savepoint: its writes are undone.
+    Undo,
 }
 
 impl WriteTx {
@@ -161,37 +174,29 @@ impl WriteTx {
         pool: &AnyPool,
     ) -> Result<Self, VolumeError> {
         let waiting = Waiting::new(&writers.waiting);
-        let mut guard = writers.open.clone().lock_owned().await;
+        let guard = writers.open.clone().lock_owned().await;
         drop(waiting);
-        let mut group = match guard.take() {
-            Some(group) => group,
-            None => Group::begin(pool).await?,
-        };
-        // A savepoint (sqlx counts the depth): this writer's own part.
-        if let Err(error) = Manager::begin(&mut group.conn, None).await {
-            let error = VolumeError::from(error);
-            group.abort(&error).await;
-            return Err(error);
-        }
-        Ok(Self(Kind::Grouped(Turn {
-            writers: writers.clone(),
-            guard: Some(guard),
-            group: Some(group),
-        })))
+        // Every step that changes the group runs in a task of its own: a
+        // caller cancelled mid-step (a client hanging up on a WebDAV
+        // request) must not leave the group half-way, and other writers'
+        // work with it. Cancelled now, the turn is dropped, and undone.
+        let start = start_turn(writers.clone(), guard, pool.clone());
+        let turn = tokio::spawn(start).await.map_err(lost)??;
+        Ok(Self(Kind::Grouped(turn)))
     }
 
     /// Commit: returns once the writes are durable.
     pub(crate) async fn commit(self) -> Result<(), VolumeError> {
         match self.0 {
             Kind::Own(tx) => Ok(tx.commit().await?),
-            Kind::Grouped(mut turn) => turn.finish(true).await,
+            Kind::Grouped(turn) => turn.end(End::Keep).await,
         }
     }
 
     pub(crate) async fn rollback(self) -> Result<(), VolumeError> {
         match self.0 {
             Kind::Own(tx) => Ok(tx.rollback().await?),
-            Kind::Grouped(mut turn) => turn.finish(false).await,
+            Kind::Grouped(turn) => turn.end(End::Undo).await,
         }
     }
 }
@@ -242,20 +247,91 @@ impl Group {
     /// transaction (and with it the write lock).
     async fn end(mut self) {
         if self.members.is_empty() {
-            let _ = Manager::rollback(&mut self.conn).await;
+            if Manager::rollback(&mut self.conn).await.is_err() {
+                let _ = self.conn.close().await;
+            }
         } else {
             self.commit().await;
         }
     }
 
-    /// Roll the whole group back: its state is not to be trusted.
-    async fn abort(mut self, why: &VolumeError) {
-        let _ = Manager::rollback(&mut self.conn).await;
+    /// Throw the whole group away: its state is not to be trusted (a
+    /// savepoint that would not begin or end; SQLite may even have rolled
+    /// the transaction back by itself, on a full disk). Closing the
+    /// connection rolls back whatever is open on it.
+    async fn abort(self, why: &VolumeError) {
+        let _ = self.conn.close().await;
         let failure = Failure::of(why);
         for member in self.members {
             let _ = member.send(Err(failure.clone()));
         }
     }
+}
+
+/// With the turn held: join the open group or begin one, and open this
+/// writer's savepoint in it.
+async fn start_turn(
+    writers: Arc<Writers>,
+    mut guard: OwnedMutexGuard<Option<Group>>,
+    pool: AnyPool,
+) -> Result<Turn, VolumeError> {
+    let mut group = match guard.take() {
+        Some(group) => group,
+        None => Group::begin(&pool).await?,
+    };
+    // A savepoint (sqlx counts the depth): this writer's own part.
+    if let Err(error) = Manager::begin(&mut group.conn, None).await {
+        let error = VolumeError::from(error);
+        group.abort(&error).await;
+        return Err(error);
+    }
+    Ok(Turn {
+        writers,
+        guard: Some(guard),
+        group: Some(group),
+    })
+}
+
+/// End a writer's part `how`. Then commit the group now, if nobody waits
+/// for a turn or it is full, or leave it open for the next writer. A kept
+/// part returns once the group's commit is durable.
+async fn end_turn(
+    writers: Arc<Writers>,
+    mut guard: OwnedMutexGuard<Option<Group>>,
+    mut group: Group,
+    how: End,
+) -> Result<(), VolumeError> {
+    let ended = match how {
+        End::Keep => Manager::commit(&mut group.conn).await,
+        End::Undo => Manager::rollback(&mut group.conn).await,
+    };
+    if let Err(error) = ended {
+        let error = VolumeError::from(error);
+        group.abort(&error).await;
+        return Err(error);
+    }
+    let committed = (how == End::Keep).then(|| {
+        let (member, committed) = oneshot::channel();
+        group.members.push(member);
+        committed
+    });
+    if writers.others_waiting() && group.members.len() < MAX_GROUP {
+        writers.leave_open(&mut guard, group);
+    } else {
+        group.end().await;
+    }
+    drop(guard);
+    match committed {
+        None => Ok(()),
+        Some(committed) => Ok(committed.await.map_err(lost)??),
+    }
+}
+
+/// A group, or the task holding it, went away before saying how it ended.
+fn lost(error: impl std::fmt::Display) -> VolumeError {
+    VolumeError::Database(sqlx::Error::Protocol(format!(
+        "a write transaction was lost before it ended: {error}"
+    )))
 }
 
 impl Turn {
@@ -271,61 +347,29 @@ impl Turn {
             .expect("a write transaction is used only during its turn")
     }
 
-    /// End this writer's part: keep it (release its savepoint) or undo it
-    /// (roll back to it). Then commit the group now, if nobody waits for a
-    /// turn or it is full, or leave it open for the next writer; a kept
-    /// part returns once the group's commit is durable.
-    async fn finish(&mut self, keep: bool) -> Result<(), VolumeError> {
-        let (Some(mut guard), Some(mut group)) = (self.guard.take(), self.group.take()) else {
+    /// End the turn in a task of its own (see [`WriteTx::grouped`]); the
+    /// outcome comes back here unless this caller is cancelled first.
+    async fn end(mut self, how: End) -> Result<(), VolumeError> {
+        let (Some(guard), Some(group)) = (self.guard.take(), self.group.take()) else {
             return Ok(());
         };
-        let ended = if keep {
-            Manager::commit(&mut group.conn).await
-        } else {
-            Manager::rollback(&mut group.conn).await
-        };
-        if let Err(error) = ended {
-            // The savepoint could not end as asked: nothing in the group
-            // can be trusted to be what its writers asked for.
-            let error = VolumeError::from(error);
-            group.abort(&error).await;
-            return Err(error);
-        }
-        let committed = keep.then(|| {
-            let (member, committed) = oneshot::channel();
-            group.members.push(member);
-            committed
-        });
-        if self.writers.others_waiting() && group.members.len() < MAX_GROUP {
-            self.writers.leave_open(&mut guard, group);
-        } else {
-            group.end().await;
-        }
-        drop(guard);
-        match committed {
-            None => Ok(()),
-            Some(committed) => committed
-                .await
-                .map_err(|_| {
-                    VolumeError::Database(sqlx::Error::Protocol(
-                        "the group commit was abandoned".into(),
-                    ))
-                })?
-                .map_err(VolumeError::from),
-        }
+        let ending = end_turn(self.writers.clone(), guard, group, how);
+        tokio::spawn(ending).await.map_err(lost)?
     }
 }
 
 impl Drop for Turn {
-    /// A writer dropped mid-turn (an error returned early, or its task
-    /// ended): undo its part, then let the group go on or commit it.
     fn drop(&mut self) {
-        let (Some(mut guard), Some(mut group)) = (self.guard.take(), self.group.take()) else {
+        let (Some(guard), Some(group)) = (self.guard.take(), self.group.take()) else {
             return;
         };
-        // Queued on the connection, ahead of anything sent after it.
-        Manager::start_rollback(&mut group.conn);
-        self.writers.leave_open(&mut guard, group);
+        let undo = end_turn(self.writers.clone(), guard, group, End::Undo);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(undo)),
+            // No runtime left: the group's writers are gone with it, and its
+            // connection rolls back when it is released.
+            Err(_) => drop(undo),
+        }
     }
 }
 
@@ -347,8 +391,9 @@ mod tests {
             .execute(db.pool())
             .await
             .unwrap();
-        // At once: even writers commit, n % 4 == 1 roll back, n % 4 == 3
-        // are dropped mid-turn (an error returned early).
+        // At once: even writers commit, n % 4 == 1 roll back, n % 8 == 3
+        // are dropped mid-turn (an error returned early), n % 8 == 7 are
+        // cancelled as they commit (their rows may or may not stay).
         let writers: Vec<_> = (0..64_i64)
             .map(|n| {
                 let db = db.clone();
@@ -358,10 +403,16 @@ mod tests {
                         .bind(n)
                         .execute(&mut *tx)
                         .await?;
-                    match n % 4 {
-                        1 => tx.rollback().await,
+                    match n % 8 {
+                        1 | 5 => tx.rollback().await,
                         3 => {
                             drop(tx);
+                            Ok(())
+                        }
+                        7 => {
+                            let cancelled =
+                                tokio::time::timeout(Duration::from_micros(1), tx.commit());
+                            let _ = cancelled.await;
                             Ok(())
                         }
                         _ => tx.commit().await,
@@ -381,8 +432,12 @@ mod tests {
             .fetch_all(db.pool())
             .await
             .unwrap();
+        let rows: Vec<i64> = rows.into_iter().map(|(n,)| n).collect();
         let kept: Vec<i64> = (0..64).filter(|n| n % 2 == 0).collect();
-        assert_eq!(rows.into_iter().map(|(n,)| n).collect::<Vec<_>>(), kept);
+        let cancelled: Vec<i64> = rows.iter().copied().filter(|n| n % 8 == 7).collect();
+        let others: Vec<i64> = rows.iter().copied().filter(|n| n % 8 != 7).collect();
+        assert_eq!(others, kept, "every committed row and no undone one");
+        assert!(cancelled.len() <= 8);
         // No group is left holding the write lock: a write outside a
         // turn goes through at once.
         tokio::time::timeout(
