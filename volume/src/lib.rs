@@ -305,10 +305,10 @@ impl Volume {
         self.index.db()
     }
 
-    /// A temp file to stage an upload's bytes in as they arrive; hand it to
-    /// [`Volume::put`] once they are all there.
-    pub async fn stage(&self) -> Result<StagedBlob, VolumeError> {
-        StagedBlob::create(&self.tmp).await
+    /// Somewhere to stage an upload's bytes as they arrive (memory, then a
+    /// temp file); hand it to [`Volume::put`] once they are all there.
+    pub fn stage(&self) -> StagedBlob {
+        StagedBlob::new(&self.tmp)
     }
 
     /// Store the `staged` bytes, whose digests are `digests`, at `path`.

@@ -89,7 +89,7 @@ async fn exists(volume: &Volume, digest: &Digest) -> bool {
 }
 
 async fn staged(volume: &Volume, content: &[u8]) -> StagedBlob {
-    let mut staged = volume.stage().await.unwrap();
+    let mut staged = volume.stage();
     // In two chunks, as an upload's bytes arrive.
     let (head, tail) = content.split_at(content.len() / 2);
     staged.write(head).await.unwrap();
@@ -391,8 +391,12 @@ async fn samples_are_kept_until_pruned(backend: &Backend) {
 
 async fn a_staged_blob_dropped_unfinished_leaves_nothing(backend: &Backend) {
     let (dir, volume) = backend.open().await;
-    let mut staged = volume.stage().await.unwrap();
+    // A few bytes wait in memory: no temp file.
+    let mut staged = volume.stage();
     staged.write(b"half an upload").await.unwrap();
+    assert_eq!(temp_files(&dir), 0);
+    // More go to a temp file, which goes with the staged blob.
+    staged.write(&vec![7; 100 << 10]).await.unwrap();
     assert_eq!(temp_files(&dir), 1);
     drop(staged);
     assert_eq!(temp_files(&dir), 0);

@@ -519,12 +519,7 @@ pub(crate) async fn store(
         .pool
         .lease(declared.map_or(BodySize::Unknown, BodySize::Known))
         .await?;
-    let staged = state
-        .volume
-        .stage()
-        .await
-        .map_err(|error| AppError::from_volume(error, path.as_str()))?;
-    let upload = Upload::new(body, declared, limit, staged);
+    let upload = Upload::new(body, declared, limit, state.volume.stage());
     let request = StoreRequest {
         path: path.as_str().to_owned(),
         content_type: headers

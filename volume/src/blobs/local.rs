@@ -8,11 +8,18 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use crate::blobs::staged::{Staged, make_temp_file};
 use crate::blobs::{BlobReader, ListedBlob, StagedBlob};
 use crate::{Digest, VolumeError};
 
 /// Blobs up to this size are read whole when they are opened.
 const READ_WHOLE: u64 = 64 << 10;
+
+/// The bytes a new blob file is linked from.
+enum Source {
+    Staged(PathBuf),
+    Memory { bytes: Vec<u8>, tmp: PathBuf },
+}
 
 #[derive(Debug, Clone)]
 pub(crate) struct LocalBlobs {
@@ -39,9 +46,30 @@ impl LocalBlobs {
     ) -> Result<(), VolumeError> {
         let target = self.path_of(digest);
         let root = self.root.clone();
-        staged.sync().await?;
-        let source = staged.path().to_path_buf();
+        // What to link into place: the staged temp file, or, for bytes
+        // staged in memory, a temp file of their own written and fsynced
+        // in the same trip to the blocking pool as the rest.
+        let source = match staged.staged().await? {
+            Staged::File(path) => Source::Staged(path.to_path_buf()),
+            Staged::Memory { bytes, tmp } => Source::Memory {
+                bytes: bytes.to_vec(),
+                tmp: tmp.to_path_buf(),
+            },
+        };
         blocking(move || {
+            let written;
+            let source = match source {
+                Source::Staged(path) => path,
+                Source::Memory { bytes, tmp } => {
+                    let (mut file, path) = make_temp_file(&tmp)?;
+                    io::Write::write_all(&mut file, &bytes)
+                        .and_then(|()| file.sync_all())
+                        .map_err(|e| VolumeError::io("writing a blob", e))?;
+                    // Removed when this trip ends, after the link.
+                    written = path;
+                    written.to_path_buf()
+                }
+            };
             let fan_out = target.parent().unwrap_or(&root);
             if !fan_out.exists() {
                 fs::create_dir_all(fan_out)

@@ -8,12 +8,14 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use bytes::Bytes;
 use futures_util::TryStreamExt as _;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 use tokio::io::AsyncReadExt as _;
 
+use crate::blobs::staged::Staged;
 use crate::blobs::{BlobReader, ListedBlob, S3Settings, StagedBlob};
 use crate::{Digest, VolumeError};
 
@@ -74,35 +76,45 @@ impl ObjectBlobs {
         }
     }
 
+    /// One conditional `PutObject` of `bytes` at `key`; a key already
+    /// taken holds the same content (the key is its digest).
+    async fn put_new(&self, key: &ObjectPath, bytes: Bytes) -> Result<(), VolumeError> {
+        let create = PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        match self.store.put_opts(key, bytes.into(), create).await {
+            Ok(_) => Ok(()),
+            Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. },
+            ) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
     pub(crate) async fn write(
         &self,
         digest: &Digest,
         staged: &mut StagedBlob,
     ) -> Result<(), VolumeError> {
-        staged.sync().await?;
         let key = self.key(digest);
-        let mut file = tokio::fs::File::open(staged.path())
+        let len = usize::try_from(staged.len()).unwrap_or(usize::MAX);
+        let path = match staged.staged().await? {
+            Staged::Memory { bytes, .. } => {
+                return self.put_new(&key, Bytes::copy_from_slice(bytes)).await;
+            }
+            Staged::File(path) => path,
+        };
+        let mut file = tokio::fs::File::open(path)
             .await
             .map_err(|e| VolumeError::io("reading a staged blob", e))?;
-        let len = usize::try_from(staged.len()).unwrap_or(usize::MAX);
         if len <= SINGLE_PUT_MAX {
             let mut bytes = Vec::with_capacity(len);
             file.read_to_end(&mut bytes)
                 .await
                 .map_err(|e| VolumeError::io("reading a staged blob", e))?;
-            let create = PutOptions {
-                mode: PutMode::Create,
-                ..PutOptions::default()
-            };
-            return match self.store.put_opts(&key, bytes.into(), create).await {
-                Ok(_) => Ok(()),
-                // Taken: by the same content, since the key is its digest.
-                Err(
-                    object_store::Error::AlreadyExists { .. }
-                    | object_store::Error::Precondition { .. },
-                ) => Ok(()),
-                Err(error) => Err(error.into()),
-            };
+            return self.put_new(&key, bytes.into()).await;
         }
         let mut upload = self.store.put_multipart(&key).await?;
         let sent = async {

@@ -1,4 +1,5 @@
-//! An upload's bytes in a local temp file while they arrive.
+//! An upload's bytes while they arrive: in memory while they are few, then
+//! in a local temp file.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -9,46 +10,81 @@ use tokio::io::AsyncWriteExt;
 use crate::VolumeError;
 use crate::blobs::local::blocking;
 
-/// A blob's bytes being written to a temp file as they arrive, before
-/// anyone knows its digest. Dropped, the temp file goes with it (a blob
-/// written from it keeps its own link or copy).
+/// Uploads up to this size are staged in memory: writing one to the store
+/// is then one trip to the blocking pool (or none, when its content is
+/// already stored) rather than one per step.
+const IN_MEMORY: usize = 64 << 10;
+
+/// A blob's bytes being staged as they arrive, before anyone knows its
+/// digest: in memory while they are few, then in a temp file. Dropped, the
+/// temp file goes with it (a blob written from it keeps its own link or
+/// copy).
 #[derive(Debug)]
 pub struct StagedBlob {
-    file: tokio::fs::File,
-    path: TempPath,
+    place: Place,
+    /// Where a temp file is made if the bytes outgrow memory.
+    tmp: PathBuf,
     len: u64,
-    /// Flushed and fsynced since the last write.
-    synced: bool,
+}
+
+#[derive(Debug)]
+enum Place {
+    Memory(Vec<u8>),
+    File {
+        file: tokio::fs::File,
+        path: TempPath,
+        /// Flushed and fsynced since the last write.
+        synced: bool,
+    },
+}
+
+/// Where the staged bytes are, for the blob store to take them from.
+#[derive(Debug)]
+pub(crate) enum Staged<'a> {
+    /// In memory; `tmp` is where a temp file of them may be made.
+    Memory { bytes: &'a [u8], tmp: &'a Path },
+    /// A temp file, flushed and fsynced.
+    File(&'a Path),
 }
 
 impl StagedBlob {
-    /// A new temp file in `tmp`.
-    pub(crate) async fn create(tmp: &Path) -> Result<Self, VolumeError> {
-        let tmp = tmp.to_path_buf();
-        let (file, path) = blocking(move || {
-            tempfile::Builder::new()
-                .prefix("upload-")
-                .tempfile_in(&tmp)
-                .map_err(|e| VolumeError::io("creating a temp file", e))
-        })
-        .await?
-        .into_parts();
-        Ok(Self {
-            file: tokio::fs::File::from_std(file),
-            path,
+    /// Nothing staged yet; a temp file, if one is needed, goes in `tmp`.
+    pub(crate) fn new(tmp: &Path) -> Self {
+        Self {
+            place: Place::Memory(Vec::new()),
+            tmp: tmp.to_path_buf(),
             len: 0,
-            synced: false,
-        })
+        }
     }
 
     /// Append `chunk`.
     pub async fn write(&mut self, chunk: &[u8]) -> Result<(), VolumeError> {
-        self.file
-            .write_all(chunk)
-            .await
-            .map_err(|e| VolumeError::io("writing a blob", e))?;
+        match &mut self.place {
+            Place::Memory(bytes) if bytes.len() + chunk.len() <= IN_MEMORY => {
+                bytes.extend_from_slice(chunk);
+            }
+            Place::Memory(bytes) => {
+                let held = std::mem::take(bytes);
+                let (mut file, path) = temp_file(&self.tmp).await?;
+                for part in [held.as_slice(), chunk] {
+                    file.write_all(part)
+                        .await
+                        .map_err(|e| VolumeError::io("writing a blob", e))?;
+                }
+                self.place = Place::File {
+                    file,
+                    path,
+                    synced: false,
+                };
+            }
+            Place::File { file, synced, .. } => {
+                file.write_all(chunk)
+                    .await
+                    .map_err(|e| VolumeError::io("writing a blob", e))?;
+                *synced = false;
+            }
+        }
         self.len += chunk.len() as u64;
-        self.synced = false;
         Ok(())
     }
 
@@ -61,25 +97,43 @@ impl StagedBlob {
         self.len == 0
     }
 
-    /// Flush and fsync: the bytes are on disk under [`StagedBlob::path`].
-    pub(crate) async fn sync(&mut self) -> Result<(), VolumeError> {
-        if !self.synced {
-            self.file
-                .flush()
-                .await
-                .map_err(|e| VolumeError::io("writing a blob", e))?;
-            self.file
-                .sync_all()
-                .await
-                .map_err(|e| VolumeError::io("syncing a blob", e))?;
-            self.synced = true;
+    /// The staged bytes, a temp file flushed and fsynced first.
+    pub(crate) async fn staged(&mut self) -> Result<Staged<'_>, VolumeError> {
+        match &mut self.place {
+            Place::Memory(bytes) => Ok(Staged::Memory {
+                bytes,
+                tmp: &self.tmp,
+            }),
+            Place::File { file, path, synced } => {
+                if !*synced {
+                    file.flush()
+                        .await
+                        .map_err(|e| VolumeError::io("writing a blob", e))?;
+                    file.sync_all()
+                        .await
+                        .map_err(|e| VolumeError::io("syncing a blob", e))?;
+                    *synced = true;
+                }
+                Ok(Staged::File(path))
+            }
         }
-        Ok(())
     }
+}
 
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
+/// A new temp file in `tmp`, removed when its path is dropped.
+pub(crate) async fn temp_file(tmp: &Path) -> Result<(tokio::fs::File, TempPath), VolumeError> {
+    let tmp = tmp.to_path_buf();
+    let (file, path) = blocking(move || make_temp_file(&tmp)).await?;
+    Ok((tokio::fs::File::from_std(file), path))
+}
+
+/// [`temp_file`], for code already on the blocking pool.
+pub(crate) fn make_temp_file(tmp: &Path) -> Result<(fs::File, TempPath), VolumeError> {
+    tempfile::Builder::new()
+        .prefix("upload-")
+        .tempfile_in(tmp)
+        .map(tempfile::NamedTempFile::into_parts)
+        .map_err(|e| VolumeError::io("creating a temp file", e))
 }
 
 /// Remove every leftover temp file in `tmp`; returns how many there were.
