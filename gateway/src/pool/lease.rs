@@ -49,7 +49,7 @@ impl Lease {
             let Some(instance) = self.instance.as_mut() else {
                 return;
             };
-            let result = work(&mut instance.wasm).await;
+            let result = work(&mut instance.handler).await;
             let outcome = match &result {
                 Ok(_) => Outcome::Served {
                     memory_before: self.memory_before,

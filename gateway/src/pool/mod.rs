@@ -184,7 +184,7 @@ pub struct InstanceStatus {
 #[derive(Debug)]
 struct Instance {
     info: Arc<InstanceInfo>,
-    wasm: HandlerInstance,
+    handler: HandlerInstance,
 }
 
 /// How a leased instance comes back.
@@ -319,7 +319,7 @@ impl Pool {
                 .expect("every idle permit stands for an idle instance")
         };
         instance.info.busy.store(true, Ordering::Relaxed);
-        instance.wasm.grant(reservation);
+        instance.handler.grant(reservation);
         Ok(Lease {
             pool: self.clone(),
             memory_before: instance.info.memory_bytes(),
@@ -387,7 +387,7 @@ impl Pool {
     /// check catches every crossing the moment it happens). A served request
     /// leaves its footprint for the estimator.
     async fn check_in(&self, mut instance: Instance, outcome: Outcome) {
-        instance.wasm.return_unspent();
+        instance.handler.return_unspent();
         let info = instance.info.clone();
         info.busy.store(false, Ordering::Relaxed);
         let mut grew = false;
@@ -559,11 +559,11 @@ impl Pool {
     }
 
     async fn create(&self) -> wasmtime::Result<Instance> {
-        let wasm = self.runtime.instantiate().await?;
+        let handler = self.runtime.instantiate().await?;
         let info = Arc::new(InstanceInfo {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             created: Instant::now(),
-            memory: wasm.memory_gauge(),
+            memory: handler.memory_gauge(),
             requests: AtomicU64::new(0),
             busy: AtomicBool::new(false),
             drain: Mutex::new(None),
@@ -571,7 +571,7 @@ impl Pool {
         });
         self.baseline.store(info.memory_bytes(), Ordering::Relaxed);
         self.lock().live.insert(info.id, info.clone());
-        Ok(Instance { info, wasm })
+        Ok(Instance { info, handler })
     }
 
     fn make_idle(&self, instance: Instance) {

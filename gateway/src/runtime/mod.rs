@@ -319,7 +319,7 @@ impl HandlerInstance {
                     .call_put(&mut self.store, &request, borrowed)
                     .await
             }
-            Code::Native(_) => Ok(NativeHandler::put(self.store.data_mut(), &request, &body).await),
+            Code::Native(_) => Ok(NativeHandler::put(self.store.data_mut(), request, &body).await),
         };
         // Drops the staged bytes if the guest did not store them.
         self.store.data_mut().remove(body);
@@ -348,7 +348,7 @@ impl HandlerInstance {
                     .call_fetch(&mut self.store, &request)
                     .await
             }
-            Code::Native(native) => Ok(native.fetch(self.store.data_mut(), &request).await),
+            Code::Native(native) => Ok(native.fetch(self.store.data_mut(), request).await),
         };
         self.classify(outcome)
     }

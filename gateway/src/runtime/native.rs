@@ -36,10 +36,10 @@ pub(super) struct NativeHandler {
 impl NativeHandler {
     pub(super) async fn put(
         state: &mut HostState,
-        request: &wit_handler::StoreRequest,
+        request: wit_handler::StoreRequest,
         body: &Resource<Upload>,
     ) -> Result<wit_types::FileMeta, wit_handler::HandlerError> {
-        storage_handler::put(&mut Native(state), request.clone().into(), body)
+        storage_handler::put(&mut Native(state), request.into(), body)
             .await
             .map(Into::into)
             .map_err(Into::into)
@@ -48,10 +48,10 @@ impl NativeHandler {
     pub(super) async fn fetch(
         &mut self,
         state: &mut HostState,
-        request: &wit_handler::FetchRequest,
+        request: wit_handler::FetchRequest,
     ) -> Result<wit_handler::Fetched, wit_handler::HandlerError> {
         self.handler
-            .fetch(&mut Native(state), request.clone().into())
+            .fetch(&mut Native(state), request.into())
             .await
             .map(Into::into)
             .map_err(Into::into)

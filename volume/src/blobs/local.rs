@@ -9,11 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::blobs::staged::{Staged, make_temp_file};
-use crate::blobs::{BlobReader, ListedBlob, StagedBlob};
+use crate::blobs::{BlobReader, ListedBlob, SMALL_BLOB, StagedBlob};
 use crate::{Digest, VolumeError};
-
-/// Blobs up to this size are read whole when they are opened.
-const READ_WHOLE: u64 = 64 << 10;
 
 /// The bytes a new blob file is linked from.
 enum Source {
@@ -102,7 +99,7 @@ impl LocalBlobs {
         size: u64,
     ) -> Result<Option<BlobReader>, VolumeError> {
         let path = self.path_of(digest);
-        if size <= READ_WHOLE {
+        if size <= SMALL_BLOB {
             // Opened and read in one trip to the blocking pool, not two.
             return blocking(move || {
                 let mut content = Vec::with_capacity(usize::try_from(size).unwrap_or(0));

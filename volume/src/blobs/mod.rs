@@ -27,6 +27,12 @@ pub use self::staged::StagedBlob;
 pub(crate) use self::staged::clear_temp;
 use crate::{Digest, VolumeError};
 
+/// A blob this small is handled whole, in one trip to the blocking pool:
+/// an upload is staged in memory (written to the store in one trip, or
+/// none when its content is already stored), a local blob is opened and
+/// read at once.
+const SMALL_BLOB: u64 = 64 << 10;
+
 pub(crate) use self::local::LocalBlobs;
 pub(crate) use self::object::ObjectBlobs;
 

@@ -8,12 +8,8 @@ use tempfile::TempPath;
 use tokio::io::AsyncWriteExt;
 
 use crate::VolumeError;
+use crate::blobs::SMALL_BLOB;
 use crate::blobs::local::blocking;
-
-/// Uploads up to this size are staged in memory: writing one to the store
-/// is then one trip to the blocking pool (or none, when its content is
-/// already stored) rather than one per step.
-const IN_MEMORY: usize = 64 << 10;
 
 /// A blob's bytes being staged as they arrive, before anyone knows its
 /// digest: in memory while they are few, then in a temp file. Dropped, the
@@ -60,7 +56,7 @@ impl StagedBlob {
     /// Append `chunk`.
     pub async fn write(&mut self, chunk: &[u8]) -> Result<(), VolumeError> {
         match &mut self.place {
-            Place::Memory(bytes) if bytes.len() + chunk.len() <= IN_MEMORY => {
+            Place::Memory(bytes) if (bytes.len() + chunk.len()) as u64 <= SMALL_BLOB => {
                 bytes.extend_from_slice(chunk);
             }
             Place::Memory(bytes) => {
