@@ -1227,6 +1227,27 @@ async fn webdav_locks_conflict_refresh_and_expire(backend: &Backend) {
     assert!(dav.locks(bob).await.unwrap().is_empty());
 }
 
+/// On PostgreSQL, sqlx prepares each SQL text once per connection, typed by
+/// its first use's arguments, and reuses it. A file move bound three
+/// arguments to a two-placeholder `DELETE FROM dav_locks …` that a delete
+/// binds two: whichever came second on a connection failed (`bind message
+/// supplies 3 parameters, but prepared statement "sqlx_s_22" requires 2`).
+async fn moves_deletes_and_forgets_interleave_on_one_connection(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let open = Owner::OPEN;
+    for _ in 0..4 {
+        put(&volume, "a", b"moved").await.unwrap();
+        put(&volume, "gone", b"deleted").await.unwrap();
+        volume.delete(open, &path("gone")).await.unwrap();
+        volume
+            .move_node(open, &path("a"), &path("b"), true)
+            .await
+            .unwrap();
+        volume.webdav().forget(open, "a").await.unwrap();
+        volume.delete(open, &path("b")).await.unwrap();
+    }
+}
+
 macro_rules! suite {
     ($($case:ident),* $(,)?) => {
         mod sqlite_local {
@@ -1280,4 +1301,5 @@ suite!(
     empty_folders_list_and_go_with_their_tree,
     webdav_copies_and_moves_trees_as_rows,
     webdav_locks_conflict_refresh_and_expire,
+    moves_deletes_and_forgets_interleave_on_one_connection,
 );

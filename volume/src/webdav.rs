@@ -335,7 +335,6 @@ impl Volume {
                 for sql in [
                     "UPDATE files SET path = $3 WHERE owner = $1 AND path = $2",
                     "UPDATE dav_properties SET path = $3 WHERE owner = $1 AND path = $2",
-                    "DELETE FROM dav_locks WHERE owner = $1 AND path = $2",
                 ] {
                     sqlx::query(sql)
                         .bind(owner.id())
@@ -344,6 +343,13 @@ impl Volume {
                         .execute(&mut *tx)
                         .await?;
                 }
+                // Exactly as many arguments as placeholders: PostgreSQL
+                // keeps each SQL text prepared as first bound (see `db`).
+                sqlx::query("DELETE FROM dav_locks WHERE owner = $1 AND path = $2")
+                    .bind(owner.id())
+                    .bind(from.as_str())
+                    .execute(&mut *tx)
+                    .await?;
             }
             Found::Folder => {
                 let (from, to) = (folder_of(from)?, folder_of(to)?);
