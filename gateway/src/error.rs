@@ -7,10 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::pool::DispatchError;
-use crate::runtime::CallFailure;
-use crate::runtime::bindings::exports::wasm_storage::storage::handler::HandlerError;
-use crate::runtime::bindings::wasm_storage::storage::body::BodyError;
-use crate::runtime::bindings::wasm_storage::storage::types::VolumeError;
+use crate::runtime::{BodyError, CallFailure, GuestVolumeError as VolumeError, HandlerError};
 
 /// Seconds a client is told to wait after a 503.
 const RETRY_AFTER_SECONDS: u32 = 1;

@@ -21,10 +21,16 @@
 //! - [`pool`]: the instance pool: lifecycle and drain-and-replace, dispatch
 //!   policy, admission by bytes and the wait queue, leases.
 //! - [`recycler`]: the embedded estimator task: samples, modes, threshold.
-//! - `routes`: the HTTP interface (`files`, `share`, `auth`, `admin`,
-//!   `health`, `metrics`, `web`: the page in `src/web/index.html`).
-//! - `dav`: WebDAV at `/dav/` over the same trees, so the store mounts as
-//!   a drive.
+//! - `service`: the file service, the one way every protocol reaches
+//!   files: the only caller of the pool and the volume for them, and the
+//!   one place the quota, locks and memory reservation are applied.
+//! - `routes`: the HTTP interface (`files`, the REST adapter; `share`,
+//!   share links; `auth`, `admin`, `health`, `metrics`, `web`: the page in
+//!   `src/web/index.html`).
+//! - `dav`: WebDAV at `/dav/`, an adapter over the same service, so the
+//!   store mounts as a drive.
+//! - `common`: what the adapters share (headers, the `If` header, a file's
+//!   HTTP answer, small bodies); adapters never import each other.
 //! - [`error`]: every client-visible error and its status code.
 //! - [`fuzzing`]: entry points for the fuzzers of client-input parsers.
 //! - `procstat`: process RSS and private-dirty bytes from `/proc/self`.
@@ -41,8 +47,10 @@ pub mod recycler;
 pub mod runtime;
 pub mod server;
 
+mod common;
 mod dav;
 mod routes;
+mod service;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -65,6 +73,8 @@ use volume::Volume;
 /// What every handler shares.
 #[derive(Debug, Clone)]
 pub struct AppState {
+    /// Files, for every protocol.
+    pub(crate) files: service::FileService,
     pub pool: Arc<Pool>,
     pub volume: Arc<Volume>,
     pub recycler: Arc<Recycler>,
@@ -75,8 +85,6 @@ pub struct AppState {
     recycler_task: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
     /// The garbage collector's task, stopped at shutdown.
     collector_task: Arc<tokio::task::AbortHandle>,
-    /// Largest accepted upload, in bytes.
-    pub max_body: u64,
 }
 
 /// Open the volume, compile the guest and start the pool.
@@ -177,6 +185,12 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
     let recycler_task = tokio::spawn(recycler.clone().run());
     let collector_task = tokio::spawn(collect_garbage(volume.clone(), config.gc_interval));
     Ok(AppState {
+        files: service::FileService::new(
+            pool.clone(),
+            volume.clone(),
+            auth.clone(),
+            config.max_body.0,
+        ),
         pool,
         volume,
         recycler,
@@ -188,7 +202,6 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
         },
         recycler_task: Arc::new(std::sync::Mutex::new(Some(recycler_task))),
         collector_task: Arc::new(collector_task.abort_handle()),
-        max_body: config.max_body.0,
     })
 }
 

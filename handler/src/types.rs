@@ -264,6 +264,58 @@ macro_rules! wit_conversions {
             }
         }
 
+        impl From<$crate::types::StoreRequest> for wit_handler::StoreRequest {
+            fn from(request: $crate::types::StoreRequest) -> Self {
+                Self {
+                    path: request.path,
+                    content_type: request.content_type,
+                    create_only: request.create_only,
+                }
+            }
+        }
+
+        impl From<$crate::types::FetchRequest> for wit_handler::FetchRequest {
+            fn from(request: $crate::types::FetchRequest) -> Self {
+                use $crate::types::ByteRange;
+                Self {
+                    path: request.path,
+                    want_body: request.want_body,
+                    range: request.range.map(|range| match range {
+                        ByteRange::FirstLast(bounds) => wit_handler::ByteRange::FirstLast(bounds),
+                        ByteRange::Suffix(length) => wit_handler::ByteRange::Suffix(length),
+                    }),
+                    if_none_match: request.if_none_match,
+                }
+            }
+        }
+
+        impl From<wit_handler::Fetched> for $crate::types::Fetched {
+            fn from(fetched: wit_handler::Fetched) -> Self {
+                use $crate::types::FetchBody as Plain;
+                Self {
+                    meta: fetched.meta.into(),
+                    body: match fetched.body {
+                        wit_handler::FetchBody::None => Plain::None,
+                        wit_handler::FetchBody::NotModified => Plain::NotModified,
+                        wit_handler::FetchBody::Full => Plain::Full,
+                        wit_handler::FetchBody::Partial(bounds) => Plain::Partial(bounds),
+                    },
+                }
+            }
+        }
+
+        impl From<wit_handler::HandlerError> for $crate::types::HandlerError {
+            fn from(error: wit_handler::HandlerError) -> Self {
+                use wit_handler::HandlerError as Wit;
+                match error {
+                    Wit::Volume(error) => Self::Volume(error.into()),
+                    Wit::Body(error) => Self::Body(error.into()),
+                    Wit::Integrity(why) => Self::Integrity(why),
+                    Wit::RangeNotSatisfiable(size) => Self::RangeNotSatisfiable(size),
+                }
+            }
+        }
+
         impl From<$crate::types::HandlerError> for wit_handler::HandlerError {
             fn from(error: $crate::types::HandlerError) -> Self {
                 use $crate::types::HandlerError as Plain;

@@ -506,6 +506,12 @@ impl Document {
         self
     }
 
+    /// The bytes written so far, handed over (an answer streamed in parts:
+    /// the document goes on from where they end).
+    pub(crate) fn take(&mut self) -> Vec<u8> {
+        std::mem::take(self.writer.get_mut())
+    }
+
     /// Close the root `D:{root}` and hand the bytes over.
     pub(crate) fn finish(mut self, root: &str) -> Vec<u8> {
         self.close(root);

@@ -96,7 +96,7 @@ async fn change_estimator(
     State(state): State<AppState>,
     body: Body,
 ) -> Result<Json<EstimatorReport>, AppError> {
-    let body = super::read_small_body(body, MAX_SETTINGS_BODY).await?;
+    let body = crate::common::body::read_small_body(body, MAX_SETTINGS_BODY).await?;
     let change: SettingsChange = serde_json::from_slice(&body)
         .map_err(|e| AppError::BadRequest(format!("invalid estimator settings: {e}")))?;
     state
@@ -105,7 +105,7 @@ async fn change_estimator(
         .await
         .map(Json)
         .map_err(|error| match error {
-            EstimatorError::Invalid(why) => AppError::BadRequest(why),
+            EstimatorError::Invalid(why) => AppError::BadRequest(why.to_string()),
             EstimatorError::Volume(error) => AppError::Internal(error.to_string()),
         })
 }

@@ -62,7 +62,7 @@ async fn login(
             "a sign-in must come from this site's own page".into(),
         ));
     }
-    let body = super::read_small_body(body, MAX_SIGN_IN_BODY).await?;
+    let body = crate::common::body::read_small_body(body, MAX_SIGN_IN_BODY).await?;
     let json = parts
         .headers
         .get(header::CONTENT_TYPE)

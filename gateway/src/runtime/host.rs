@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt as _;
-use tokio::sync::mpsc;
 use wasmtime::component::{Resource, ResourceTable, ResourceTableError};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -157,7 +156,7 @@ impl Pace {
 
     /// By when the next bytes must have moved, for a transfer that started
     /// at `started` and has moved `moved` bytes; and why.
-    fn deadline(&self, started: Instant, moved: u64) -> (Instant, Slowness) {
+    pub(super) fn deadline(&self, started: Instant, moved: u64) -> (Instant, Slowness) {
         let stall = Instant::now() + self.stall;
         if self.min_rate == 0 {
             return (stall, Slowness::Silent(self.stall));
@@ -177,19 +176,23 @@ impl Pace {
 
 /// Why a body's deadline passed.
 #[derive(Debug, Clone, Copy)]
-enum Slowness {
+pub(super) enum Slowness {
     Silent(Duration),
     BelowRate(u64),
 }
 
 impl Slowness {
     fn error(self, direction: &str) -> BodyError {
-        BodyError::TimedOut(match self {
+        BodyError::TimedOut(self.describe(direction))
+    }
+
+    pub(super) fn describe(self, direction: &str) -> String {
+        match self {
             Self::Silent(stall) => format!("the client {direction} nothing for {stall:?}"),
             Self::BelowRate(rate) => {
                 format!("the client {direction} the body slower than {rate} bytes per second")
             }
-        })
+        }
     }
 }
 
@@ -281,28 +284,8 @@ pub struct Content {
     reader: BlobReader,
 }
 
-/// The response body: chunks the guest writes go to the client through a
-/// small bounded channel, so a slow client slows the guest, not the host's
-/// memory.
-#[derive(Debug)]
-pub struct ResponseSink {
-    sender: mpsc::Sender<Result<Bytes, std::io::Error>>,
-    started: Instant,
-    sent: u64,
-}
-
-impl ResponseSink {
-    /// Chunks in flight between the guest and the socket.
-    pub const CHANNEL_CHUNKS: usize = 2;
-
-    pub fn new(sender: mpsc::Sender<Result<Bytes, std::io::Error>>) -> Self {
-        Self {
-            sender,
-            started: Instant::now(),
-            sent: 0,
-        }
-    }
-}
+/// The response body the guest writes: a paced stream to the client.
+pub type ResponseSink = super::stream::PacedSender;
 
 impl bindings::wasm_storage::storage::body::Host for HostState {}
 
@@ -351,20 +334,15 @@ impl bindings::wasm_storage::storage::body::HostResponse for HostState {
         out: Resource<ResponseSink>,
         chunk: Vec<u8>,
     ) -> Result<(), BodyError> {
-        let pace = self.pace;
         let sink = self.table.get_mut(&out).map_err(internal_body_error)?;
         let len = chunk.len() as u64;
-        let (deadline, slowness) = pace.deadline(sink.started, sink.sent);
-        match tokio::time::timeout_at(deadline.into(), sink.sender.send(Ok(Bytes::from(chunk))))
-            .await
-        {
-            Err(_) => {
+        match sink.send(Bytes::from(chunk)).await {
+            Err(super::stream::Cut::TooSlow(why)) => {
                 self.gave_up_on_client = true;
-                Err(slowness.error("read"))
+                Err(BodyError::TimedOut(why))
             }
-            Ok(Err(_)) => Err(BodyError::Aborted("the client went away".into())),
-            Ok(Ok(())) => {
-                sink.sent += len;
+            Err(super::stream::Cut::Gone) => Err(BodyError::Aborted("the client went away".into())),
+            Ok(()) => {
                 self.progress += len;
                 Ok(())
             }

@@ -12,10 +12,17 @@
 //!   and the instance's share of the memory budget.
 //! - `native`: the same handler compiled into the gateway, against the same
 //!   host functions ([`HandlerKind::Native`], a measuring instrument).
+//! - `stream`: answers streamed to the client through a small paced
+//!   channel ([`paced_body`]): an instance's `send-body`, or any answer the
+//!   host writes as it produces it.
+//!
+//! The WIT bindings stay in here: the typed calls take and return the
+//! project's own types (`storage_handler::types`, `volume::FileMeta`).
 
 pub mod host;
 mod limiter;
 mod native;
+mod stream;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,9 +38,11 @@ use wasmtime::{
 use volume::{Owner, Volume};
 
 use crate::budget::{MemoryBudget, Reservation};
-use host::{HostState, ResponseSink, Upload};
+use host::HostState;
+pub use host::{Pace, ResponseSink, Upload};
 use limiter::{MemoryLimiter, Refusal};
 use native::NativeHandler;
+pub use stream::{Cut, PacedSender, paced_body};
 
 /// Bindings generated from `wit/storage.wit`.
 pub mod bindings {
@@ -58,12 +67,21 @@ pub mod bindings {
     });
 }
 
-use bindings::exports::wasm_storage::storage::handler::{
-    FetchRequest, Fetched, HandlerError, StoreRequest,
-};
-use bindings::wasm_storage::storage::body::BodyError;
-use bindings::wasm_storage::storage::types::{FileMeta, Listing};
 use bindings::{Storage, StoragePre};
+
+/// The values of a call, in the project's own types: the WIT bindings
+/// never leave this module.
+pub use storage_handler::types::{
+    BodyError, ByteRange, FetchBody, FetchRequest, HandlerError, StoreRequest,
+    VolumeError as GuestVolumeError,
+};
+
+/// What a fetch prepared: the file's row and what `send_body` will send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    pub meta: volume::FileMeta,
+    pub body: FetchBody,
+}
 
 /// The storage component built from `storage-guest/` by the build script.
 pub const BUILTIN_GUEST: &[u8] = include_bytes!(env!("STORAGE_GUEST_WASM"));
@@ -152,6 +170,14 @@ impl Runtime {
         &self.limits
     }
 
+    /// How slow a client may be with a body, either way.
+    pub fn pace(&self) -> Pace {
+        Pace {
+            stall: self.limits.request_timeout,
+            min_rate: self.limits.min_body_rate,
+        }
+    }
+
     pub fn budget(&self) -> &Arc<MemoryBudget> {
         &self.budget
     }
@@ -162,14 +188,7 @@ impl Runtime {
         let memory = limiter.gauge();
         let mut store = Store::new(
             &self.engine,
-            HostState::new(
-                self.volume.clone(),
-                limiter,
-                host::Pace {
-                    stall: self.limits.request_timeout,
-                    min_rate: self.limits.min_body_rate,
-                },
-            ),
+            HostState::new(self.volume.clone(), limiter, self.pace()),
         );
         store.limiter(|state| state.limiter_mut());
         // A request is interrupted when a whole timeout passes in the guest
@@ -308,8 +327,9 @@ impl HandlerInstance {
         owner: Owner,
         request: StoreRequest,
         upload: Upload,
-    ) -> CallResult<FileMeta> {
+    ) -> CallResult<volume::FileMeta> {
         self.start_call(owner);
+        let request = request.into();
         let body = self.store.data_mut().push(upload).map_err(trap)?;
         let outcome = match &self.code {
             Code::Wasm(bindings) => {
@@ -323,7 +343,10 @@ impl HandlerInstance {
         };
         // Drops the staged bytes if the guest did not store them.
         self.store.data_mut().remove(body);
-        self.classify(outcome)
+        Ok(self
+            .classify(outcome)?
+            .map(|meta| own_meta(meta.into()))
+            .map_err(Into::into))
     }
 
     /// Answer a read from metadata, or read and verify the content, which
@@ -341,6 +364,7 @@ impl HandlerInstance {
         if let Some(meta) = looked_up {
             self.store.data_mut().looked_up(meta);
         }
+        let request = request.into();
         let outcome = match &mut self.code {
             Code::Wasm(bindings) => {
                 bindings
@@ -350,7 +374,16 @@ impl HandlerInstance {
             }
             Code::Native(native) => Ok(native.fetch(self.store.data_mut(), request).await),
         };
-        self.classify(outcome)
+        Ok(self
+            .classify(outcome)?
+            .map(|fetched| {
+                let fetched = storage_handler::types::Fetched::from(fetched);
+                Fetched {
+                    meta: own_meta(fetched.meta),
+                    body: fetched.body,
+                }
+            })
+            .map_err(Into::into))
     }
 
     /// Stream what the last fetch prepared into `sink`.
@@ -371,7 +404,7 @@ impl HandlerInstance {
             Code::Native(native) => Ok(native.send_body(self.store.data_mut(), &out).await),
         };
         self.store.data_mut().remove(out);
-        self.classify(outcome)
+        Ok(self.classify(outcome)?.map_err(Into::into))
     }
 
     pub async fn delete(&mut self, owner: Owner, path: &str) -> CallResult<()> {
@@ -385,7 +418,7 @@ impl HandlerInstance {
             }
             Code::Native(_) => Ok(NativeHandler::delete(self.store.data_mut(), path).await),
         };
-        self.classify(outcome)
+        Ok(self.classify(outcome)?.map_err(Into::into))
     }
 
     pub async fn list(
@@ -394,7 +427,7 @@ impl HandlerInstance {
         prefix: &str,
         after: Option<&str>,
         limit: u32,
-    ) -> CallResult<Listing> {
+    ) -> CallResult<volume::Listing> {
         self.start_call(owner);
         let outcome = match &self.code {
             Code::Wasm(bindings) => {
@@ -407,7 +440,27 @@ impl HandlerInstance {
                 Ok(NativeHandler::list(self.store.data_mut(), prefix, after, limit).await)
             }
         };
-        self.classify(outcome)
+        Ok(self
+            .classify(outcome)?
+            .map(|listing| {
+                let listing = storage_handler::types::Listing::from(listing);
+                volume::Listing {
+                    entries: listing
+                        .entries
+                        .into_iter()
+                        .map(|entry| match entry {
+                            storage_handler::types::Entry::File(meta) => {
+                                volume::Entry::File(own_meta(meta))
+                            }
+                            storage_handler::types::Entry::Folder(prefix) => {
+                                volume::Entry::Folder(prefix)
+                            }
+                        })
+                        .collect(),
+                    next_after: listing.next_after,
+                }
+            })
+            .map_err(Into::into))
     }
 
     /// Arm the call's deadline and scope its volume operations to `owner`.
@@ -430,6 +483,19 @@ impl HandlerInstance {
                 None => CallFailure::Trap(format!("{error:#}")),
             }
         })
+    }
+}
+
+/// The guest's view of a row, as the project's one `FileMeta`.
+fn own_meta(meta: storage_handler::types::FileMeta) -> volume::FileMeta {
+    volume::FileMeta {
+        path: meta.path,
+        size: meta.size,
+        sha256: meta.sha256,
+        blake3: meta.blake3,
+        content_type: meta.content_type,
+        created_ms: meta.created_ms,
+        modified_ms: meta.modified_ms,
     }
 }
 

@@ -1,0 +1,141 @@
+//! Request headers every adapter parses the same way, and the few ways a
+//! time or a value goes back into a header.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::http::{HeaderMap, HeaderValue, Uri, header};
+
+use crate::error::AppError;
+use crate::runtime::ByteRange;
+
+use super::if_header::IfHeader;
+
+/// A single `bytes=` range; anything else (several ranges, another unit, bad
+/// syntax) is ignored, as RFC 9110 allows, and the whole file is sent.
+pub(crate) fn parse_range(headers: &HeaderMap) -> Option<ByteRange> {
+    let spec = headers
+        .get(header::RANGE)?
+        .to_str()
+        .ok()?
+        .trim()
+        .strip_prefix("bytes=")?;
+    if spec.contains(',') {
+        return None;
+    }
+    let (first, last) = spec.split_once('-')?;
+    let (first, last) = (first.trim(), last.trim());
+    if first.is_empty() {
+        return last.parse().ok().map(ByteRange::Suffix);
+    }
+    let first: u64 = first.parse().ok()?;
+    if last.is_empty() {
+        return Some(ByteRange::FirstLast((first, None)));
+    }
+    let last: u64 = last.parse().ok()?;
+    (last >= first).then_some(ByteRange::FirstLast((first, Some(last))))
+}
+
+/// Entity tags from `If-None-Match`, unquoted and with any `W/` dropped
+/// (weak comparison, as RFC 9110 asks for this header).
+pub(crate) fn parse_if_none_match(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|tag| {
+            let tag = tag.trim();
+            let tag = tag.strip_prefix("W/").unwrap_or(tag);
+            tag.trim_matches('"').to_owned()
+        })
+        .filter(|tag| !tag.is_empty())
+        .collect()
+}
+
+/// The lock tokens a request submits in its `If` header (none without one).
+pub(crate) fn submitted_tokens(headers: &HeaderMap) -> Result<Vec<String>, AppError> {
+    Ok(IfHeader::from_headers(headers)
+        .map_err(AppError::BadRequest)?
+        .map(|condition| condition.submitted_tokens().map(str::to_owned).collect())
+        .unwrap_or_default())
+}
+
+/// A declared `Content-Length`, if there is one that parses.
+pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
+}
+
+/// Whether the query string has the parameter `name` (with or without a value).
+pub(crate) fn has_param(uri: &Uri, name: &str) -> bool {
+    uri.query().is_some_and(|query| {
+        query.split('&').any(|pair| {
+            pair == name
+                || pair
+                    .strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('='))
+        })
+    })
+}
+
+/// Set `name` to `value` if `value` is a valid header value.
+pub(crate) fn insert(headers: &mut HeaderMap, name: header::HeaderName, value: &str) {
+    if let Ok(value) = HeaderValue::from_str(value) {
+        headers.insert(name, value);
+    }
+}
+
+/// Unix milliseconds as RFC 3339, UTC, to the millisecond.
+pub(crate) fn rfc3339(ms: i64) -> String {
+    humantime::format_rfc3339_millis(system_time(ms)).to_string()
+}
+
+/// Unix milliseconds as an HTTP date (`Last-Modified`).
+pub(crate) fn http_date(ms: i64) -> String {
+    httpdate::fmt_http_date(system_time(ms))
+}
+
+fn system_time(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(name: header::HeaderName, value: &str) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        map.insert(name, HeaderValue::from_str(value).expect("valid header"));
+        map
+    }
+
+    #[test]
+    fn ranges() {
+        let range = |value| parse_range(&headers(header::RANGE, value));
+        assert_eq!(range("bytes=0-9"), Some(ByteRange::FirstLast((0, Some(9)))));
+        assert_eq!(range("bytes=10-"), Some(ByteRange::FirstLast((10, None))));
+        assert_eq!(range("bytes=-5"), Some(ByteRange::Suffix(5)));
+        assert_eq!(range("bytes=5-1"), None);
+        assert_eq!(range("bytes=0-1,4-5"), None);
+        assert_eq!(range("items=0-1"), None);
+        assert_eq!(range("bytes=x-1"), None);
+    }
+
+    #[test]
+    fn if_none_match() {
+        let tags = |value| parse_if_none_match(&headers(header::IF_NONE_MATCH, value));
+        assert_eq!(tags("\"abc\""), ["abc"]);
+        assert_eq!(tags("W/\"abc\", \"def\""), ["abc", "def"]);
+        assert_eq!(tags("*"), ["*"]);
+    }
+
+    #[test]
+    fn submitted_lock_tokens() {
+        let tokens =
+            |value| submitted_tokens(&headers(header::HeaderName::from_static("if"), value));
+        assert_eq!(tokens("(<urn:a>) (Not <urn:b>)").unwrap(), ["urn:a"]);
+        assert!(tokens("(").is_err());
+        assert!(submitted_tokens(&HeaderMap::new()).unwrap().is_empty());
+    }
+}

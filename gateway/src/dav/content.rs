@@ -1,0 +1,192 @@
+//! `GET`, `HEAD`, `PUT`, `DELETE` and `MKCOL`: files through the file
+//! service (read and stored by instances), folders as rows.
+
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use volume::webdav::Node;
+use volume::{FilePath, Prefix};
+
+use crate::common::answer::file_response;
+use crate::common::body::read_small_body;
+use crate::common::headers::{content_length, parse_if_none_match, parse_range};
+use crate::error::AppError;
+use crate::service::{StoreOptions, Want};
+
+use super::target::{Target, href};
+use super::{Dav, MAX_XML_BODY, Read};
+
+/// Entries read per index page while listing a collection.
+pub(super) const LISTING_PAGE: u32 = 1000;
+
+impl Dav<'_> {
+    pub(super) async fn get(&self, target: &Target, read: Read) -> Result<Response, AppError> {
+        match self.node(target).await? {
+            Node::File(meta) => {
+                let path = FilePath::parse(&meta.path)?;
+                let want = match read {
+                    Read::Content => Want::Content(parse_range(self.headers)),
+                    Read::Headers => Want::Headers,
+                };
+                let read = self
+                    .state
+                    .files
+                    .read(self.owner, &path, want, parse_if_none_match(self.headers))
+                    .await?;
+                Ok(file_response(read))
+            }
+            Node::Folder(folder) => self.folder_page(&folder.prefix, read).await,
+            Node::Missing => Err(AppError::NotFound(target.shown())),
+        }
+    }
+
+    /// A collection's `GET`: a plain HTML list of what it holds, written a
+    /// page of the listing at a time.
+    async fn folder_page(&self, prefix: &Prefix, read: Read) -> Result<Response, AppError> {
+        use quick_xml::escape::escape;
+        let mut page = format!(
+            "<!doctype html><meta charset=\"utf-8\"><title>{0}</title><h1>{0}</h1><ul>",
+            escape(href(prefix.as_str()))
+        );
+        if read == Read::Content {
+            let mut after: Option<String> = None;
+            loop {
+                let listing = self
+                    .state
+                    .files
+                    .list_page(self.owner, prefix, after.as_deref(), LISTING_PAGE)
+                    .await?;
+                for entry in &listing.entries {
+                    let name = &entry.name()[prefix.as_str().len()..];
+                    page.push_str(&format!(
+                        "<li><a href=\"{}\">{}</a></li>",
+                        escape(href(entry.name())),
+                        escape(name)
+                    ));
+                }
+                match listing.next_after {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+            }
+        }
+        page.push_str("</ul>");
+        let headers = [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; style-src 'unsafe-inline'",
+            ),
+        ];
+        Ok(match read {
+            Read::Content => (StatusCode::OK, headers, page).into_response(),
+            Read::Headers => (StatusCode::OK, headers).into_response(),
+        })
+    }
+
+    pub(super) async fn put(&self, target: &Target, body: Body) -> Result<Response, AppError> {
+        let Some(name) = &target.name else {
+            return Err(AppError::MethodNotAllowed(
+                "the root collection cannot be replaced by a file".into(),
+            ));
+        };
+        let node = self.node(target).await?;
+        if matches!(node, Node::Folder(_)) {
+            return Err(AppError::MethodNotAllowed(format!(
+                "{name} is a collection; PUT stores files"
+            )));
+        }
+        if !self.parent_exists(target).await? {
+            return Err(AppError::Conflict(format!(
+                "the collection {name} would be in does not exist (MKCOL it first)"
+            )));
+        }
+        let tokens = self.preconditions(target, &node).await?;
+        let options = StoreOptions {
+            declared: content_length(self.headers),
+            content_type: self
+                .headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned),
+            create_only: parse_if_none_match(self.headers)
+                .iter()
+                .any(|tag| tag == "*"),
+        };
+        let meta = self
+            .state
+            .files
+            .store(self.caller, name, body, options, &tokens)
+            .await?;
+        let status = if matches!(node, Node::Missing) {
+            StatusCode::CREATED
+        } else {
+            StatusCode::NO_CONTENT
+        };
+        let etag = HeaderValue::from_str(&format!("\"{}\"", meta.sha256))
+            .map_err(|error| AppError::Internal(error.to_string()))?;
+        Ok((status, [(header::ETAG, etag)]).into_response())
+    }
+
+    pub(super) async fn delete(&self, target: &Target) -> Result<Response, AppError> {
+        let node = self.node(target).await?;
+        match &node {
+            Node::Missing => return Err(AppError::NotFound(target.shown())),
+            Node::Folder(_) if target.name.is_none() => {
+                return Err(AppError::Forbidden(
+                    "the root collection cannot be deleted".into(),
+                ));
+            }
+            _ => {}
+        }
+        let tokens = self.preconditions(target, &node).await?;
+        match node {
+            Node::File(meta) => {
+                let path = FilePath::parse(&meta.path)?;
+                self.state
+                    .files
+                    .delete_file(self.owner, &path, &tokens)
+                    .await?;
+            }
+            Node::Folder(folder) => {
+                self.state
+                    .files
+                    .delete_folder(self.owner, &folder.prefix, &tokens)
+                    .await?;
+            }
+            Node::Missing => {}
+        }
+        Ok(StatusCode::NO_CONTENT.into_response())
+    }
+
+    pub(super) async fn mkcol(&self, target: &Target, body: Body) -> Result<Response, AppError> {
+        if !read_small_body(body, MAX_XML_BODY).await?.is_empty() {
+            return Err(AppError::UnsupportedMediaType(
+                "MKCOL takes no body here".into(),
+            ));
+        }
+        let Some(name) = &target.name else {
+            return Err(AppError::MethodNotAllowed(
+                "the root collection exists".into(),
+            ));
+        };
+        let node = self.node(target).await?;
+        if !matches!(node, Node::Missing) {
+            return Err(AppError::MethodNotAllowed(format!("{name} exists")));
+        }
+        if !self.parent_exists(target).await? {
+            return Err(AppError::Conflict(format!(
+                "the collection {name} would be in does not exist"
+            )));
+        }
+        let tokens = self.preconditions(target, &node).await?;
+        let folder = Prefix::parse(name.as_str())?;
+        self.state.files.forget(self.owner, folder.as_str()).await?;
+        self.state
+            .files
+            .make_folder(self.owner, &folder, &tokens)
+            .await?;
+        Ok(StatusCode::CREATED.into_response())
+    }
+}

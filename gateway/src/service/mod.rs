@@ -1,0 +1,109 @@
+//! The file service: every operation a storage protocol needs, over the
+//! caller's own tree, in the project's own types.
+//!
+//! REST (`/files`), share links (`/share`) and WebDAV (`/dav`) are adapters:
+//! they parse their protocol, call this, and answer in their dialect. The
+//! service alone talks to the instance pool (through the runtime's typed
+//! calls) and to the volume, and it alone applies the caller's tree, the
+//! quota, WebDAV's locks (which hold for every protocol) and the memory
+//! reservation. It never knows which protocol asked.
+//!
+//! - `read`: a file whole, a range, or headers only, verified by an
+//!   instance and streamed to the client; conditionals.
+//! - `store`: an upload: one body, hashed by an instance, under the quota
+//!   and the memory budget.
+//! - `tree`: listings, folders, nodes, deleting, copying and moving.
+//! - `locks`: what a change touches ([`Change`]), the check every change
+//!   passes, and taking, refreshing and releasing locks.
+//! - `properties`: WebDAV's dead properties (counted in the quota).
+//! - `shares`: share links' rows: made, resolved, revoked.
+
+mod locks;
+mod properties;
+mod read;
+mod shares;
+mod store;
+mod tree;
+
+use std::sync::Arc;
+
+use volume::{FilePath, Owner, Volume};
+
+use crate::auth::{Authenticator, Caller};
+use crate::error::AppError;
+use crate::pool::Pool;
+use crate::runtime::Pace;
+
+pub(crate) use locks::{Change, LockTokens};
+pub(crate) use read::{FileRead, ReadBody, Want};
+pub(crate) use shares::SharedFile;
+pub(crate) use store::StoreOptions;
+pub(crate) use tree::{TransferRequest, parent_key_of};
+
+/// The one way protocols reach files.
+#[derive(Debug, Clone)]
+pub(crate) struct FileService {
+    pool: Arc<Pool>,
+    volume: Arc<Volume>,
+    auth: Arc<Authenticator>,
+    /// Largest accepted upload, in bytes.
+    max_body: u64,
+}
+
+/// A signed-in user's bytes in use (files and what else they keep) and quota.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub(crate) struct Usage {
+    pub(crate) used: u64,
+    /// `null`: no quota.
+    pub(crate) quota: Option<u64>,
+}
+
+impl FileService {
+    pub(crate) fn new(
+        pool: Arc<Pool>,
+        volume: Arc<Volume>,
+        auth: Arc<Authenticator>,
+        max_body: u64,
+    ) -> Self {
+        Self {
+            pool,
+            volume,
+            auth,
+            max_body,
+        }
+    }
+
+    /// How slow a client may be reading an answer the host writes.
+    pub(crate) fn pace(&self) -> Pace {
+        self.pool.runtime().pace()
+    }
+
+    /// The usage to show `caller` (none on an open gateway).
+    pub(crate) async fn usage(&self, caller: &Caller) -> Result<Option<Usage>, AppError> {
+        let Some(user) = caller.user() else {
+            return Ok(None);
+        };
+        let used = self
+            .volume
+            .accounts()
+            .usage(user.owner())
+            .await
+            .map_err(|error| AppError::from_volume(error, "usage"))?;
+        Ok(Some(Usage {
+            used,
+            quota: user.quota,
+        }))
+    }
+
+    /// `owner`'s file `path` as the index has it.
+    pub(crate) async fn stat(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+    ) -> Result<volume::FileMeta, AppError> {
+        self.volume
+            .stat(owner, path)
+            .await
+            .map_err(|error| AppError::from_volume(error, path.as_str()))
+    }
+}

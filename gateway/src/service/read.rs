@@ -1,0 +1,119 @@
+//! Reading a file: an instance verifies the content and streams it (whole
+//! or a range) to the client a chunk at a time, keeping its lease until the
+//! last chunk is out; or answers a conditional or a `HEAD` from the row.
+
+use axum::body::Body;
+use tokio::sync::oneshot;
+
+use volume::{FileMeta, FilePath, Owner};
+
+use crate::error::AppError;
+use crate::pool::BodySize;
+use crate::runtime::{ByteRange, FetchBody, FetchRequest, Fetched, paced_body};
+
+use super::FileService;
+
+/// What a read asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Want {
+    /// The metadata and headers only (`HEAD`, `?meta`).
+    Headers,
+    /// The content, whole or one range of it.
+    Content(Option<ByteRange>),
+}
+
+/// A file as read.
+#[derive(Debug)]
+pub(crate) struct FileRead {
+    pub(crate) meta: FileMeta,
+    pub(crate) body: ReadBody,
+}
+
+/// What goes with the metadata.
+#[derive(Debug)]
+pub(crate) enum ReadBody {
+    /// An entity tag the client named matches.
+    NotModified,
+    /// Headers only were asked for.
+    Headers,
+    /// The whole content, verified as it streams.
+    Full(Body),
+    /// Bytes `first..=last` of it.
+    Partial { first: u64, last: u64, body: Body },
+}
+
+impl FileService {
+    /// Read `owner`'s file `path`; `if_none_match` holds the entity tags
+    /// that make the answer "not modified".
+    pub(crate) async fn read(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+        want: Want,
+        if_none_match: Vec<String>,
+    ) -> Result<FileRead, AppError> {
+        let (want_body, range) = match want {
+            Want::Headers => (false, None),
+            Want::Content(range) => (true, range),
+        };
+        let request = FetchRequest {
+            path: path.as_str().to_owned(),
+            want_body,
+            range,
+            if_none_match,
+        };
+        // The guest reads (and verifies) the whole file even for a range, so
+        // the request reserves the file's size; an unknown path reserves
+        // nothing and the guest answers 404. The row read here is handed to
+        // the call, which starts from it rather than asking the index again.
+        let looked_up = if want_body {
+            self.volume.stat(owner, path).await.ok()
+        } else {
+            None
+        };
+        let body_size = looked_up
+            .as_ref()
+            .map_or(BodySize::None, |meta| BodySize::Known(meta.size));
+        let lease = self.pool.lease(body_size).await?;
+        let (head, headed) = oneshot::channel();
+        let (sink, body) = paced_body(self.pace());
+        let answer = lease.spawn(move |instance| {
+            Box::pin(async move {
+                let fetched = instance.fetch(owner, request, looked_up).await?;
+                let streams = matches!(
+                    &fetched,
+                    Ok(Fetched {
+                        body: FetchBody::Full | FetchBody::Partial(_),
+                        ..
+                    })
+                );
+                let _ = head.send(fetched);
+                if streams {
+                    // A client that went away or stalled ends the stream early;
+                    // the response then falls short of its Content-Length.
+                    if let Err(error) = instance.send_body(sink).await? {
+                        tracing::debug!(?error, "a response body was cut short");
+                    }
+                }
+                Ok(())
+            })
+        });
+        match headed.await {
+            Ok(Ok(Fetched { meta, body: what })) => {
+                let body = match what {
+                    FetchBody::NotModified => ReadBody::NotModified,
+                    FetchBody::None => ReadBody::Headers,
+                    FetchBody::Full => ReadBody::Full(body),
+                    FetchBody::Partial((first, last)) => ReadBody::Partial { first, last, body },
+                };
+                Ok(FileRead { meta, body })
+            }
+            Ok(Err(error)) => Err(AppError::from_handler(error, path.as_str())),
+            // The instance failed before it answered: the answer says why.
+            Err(_) => Err(match answer.wait().await {
+                Err(error) => error.into(),
+                Ok(()) => AppError::Internal("the instance gave no answer".into()),
+            }),
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! Storing a body as a file: the upload side of the service. A body is
+//! read from the client only once it holds an instance and its share of
+//! the memory budget; the instance hashes it as it comes (SHA-256, the
+//! content's address; BLAKE3, its verification) and the volume makes it
+//! durable before the answer. A declared body over the size limit or the
+//! caller's quota is refused before a byte of it is read.
+
+use axum::body::Body;
+
+use volume::{FileMeta, FilePath};
+
+use crate::auth::Caller;
+use crate::error::AppError;
+use crate::pool::BodySize;
+use crate::runtime::{StoreRequest, Upload};
+
+use super::{Change, FileService, LockTokens, parent_key_of};
+
+/// How a body is to be stored.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StoreOptions {
+    /// The length the client declared (`Content-Length`), if it did.
+    pub(crate) declared: Option<u64>,
+    /// The content type the client named; else the instance sniffs one.
+    pub(crate) content_type: Option<String>,
+    /// Refuse to replace an existing file (`If-None-Match: *`).
+    pub(crate) create_only: bool,
+}
+
+impl FileService {
+    /// Store `body` as `caller`'s file `path` (hashed by an instance,
+    /// durable before this returns). `tokens` are the lock tokens the
+    /// request submits: a lock on the file or its folder needs its token.
+    pub(crate) async fn store(
+        &self,
+        caller: &Caller,
+        path: &FilePath,
+        body: Body,
+        options: StoreOptions,
+        tokens: &LockTokens,
+    ) -> Result<FileMeta, AppError> {
+        let owner = caller.owner();
+        let parent = parent_key_of(path.as_str());
+        self.check_locks(
+            owner,
+            tokens,
+            &[Change::One(path.as_str()), Change::One(parent)],
+        )
+        .await?;
+        let declared = options.declared;
+        if declared.is_some_and(|declared| declared > self.max_body) {
+            return Err(AppError::BodyTooLarge {
+                limit: self.max_body,
+            });
+        }
+        // The same for the quota: what is left of it (plus the file this
+        // replaces). The volume checks again as it commits, under a lock.
+        let room = self.quota_room(caller, path).await?;
+        if let Some(room) = room
+            && declared.is_some_and(|declared| declared > room)
+        {
+            return Err(quota_exceeded(room));
+        }
+        let limit = room.map_or(self.max_body, |room| room.min(self.max_body));
+        // Wait for memory and an instance holding no body: until then the
+        // client is held by TCP back-pressure.
+        let lease = self
+            .pool
+            .lease(declared.map_or(BodySize::Unknown, BodySize::Known))
+            .await?;
+        let upload = Upload::new(body, declared, limit, self.volume.stage());
+        let request = StoreRequest {
+            path: path.as_str().to_owned(),
+            content_type: options.content_type,
+            create_only: options.create_only,
+        };
+        let max_body = self.max_body;
+        lease
+            .run(move |instance| Box::pin(instance.store(owner, request, upload)))
+            .await?
+            .map_err(|error| match AppError::from_handler(error, path.as_str()) {
+                // An undeclared body cut off at what the quota left.
+                AppError::BodyTooLarge { limit } if limit < max_body => quota_exceeded(limit),
+                other => other,
+            })
+    }
+
+    /// The bytes `caller` may still store at `path` (their quota, less what
+    /// they keep elsewhere); `None` without a quota.
+    async fn quota_room(&self, caller: &Caller, path: &FilePath) -> Result<Option<u64>, AppError> {
+        let Some(quota) = caller.user().and_then(|user| user.quota) else {
+            return Ok(None);
+        };
+        let owner = caller.owner();
+        let used = self
+            .volume
+            .accounts()
+            .usage(owner)
+            .await
+            .map_err(|error| AppError::from_volume(error, path.as_str()))?;
+        let replaced = self
+            .volume
+            .stat(owner, path)
+            .await
+            .map_or(0, |meta| meta.size);
+        Ok(Some(quota.saturating_sub(used.saturating_sub(replaced))))
+    }
+}
+
+fn quota_exceeded(room: u64) -> AppError {
+    AppError::QuotaExceeded(format!(
+        "the upload is larger than the {room} bytes left of your quota"
+    ))
+}
