@@ -28,7 +28,7 @@ PYPI_TOOLS=(
 )
 
 # npm packages, pinned (NAME@VERSION), installed into .tools/node; Debian's
-# nodejs and npm come with the first one.
+# nodejs and npm come with the first one where there is no npm yet.
 NPM_TOOLS=(
   # next: tus-js-client
 )
@@ -57,7 +57,9 @@ debian_missing() {
 }
 
 wanted=("${DEBIAN_PACKAGES[@]}")
-if [ ${#NPM_TOOLS[@]} -gt 0 ]; then
+# Any npm will do (NodeSource's nodejs bundles its own and conflicts with
+# Debian's npm package).
+if [ ${#NPM_TOOLS[@]} -gt 0 ] && ! command -v npm >/dev/null 2>&1; then
   wanted+=(nodejs npm)
 fi
 missing_list=$(debian_missing "${wanted[@]}")
