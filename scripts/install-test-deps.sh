@@ -13,10 +13,11 @@ set -euo pipefail
 DEBIAN_PACKAGES=(
   gcc libc6-dev     # the build: SQLite, zstd and ring are compiled from C
   curl procps       # testsupport probes servers with curl, signals them with kill
-  postgresql        # the metadata server of the scale-out tests (they start it)
+  postgresql        # the volume suite and scale-out test run on it (they start it)
   chromium chromium-driver # the web page's end-to-end test, in a real browser
   litmus rclone     # the WebDAV clients the WebDAV tests drive
   haproxy shellcheck docker-compose # .ci/run checks deploy/, scripts/, the compose file
+  python3           # the early-answers test sends with Python's http.client
   python3-venv      # the virtualenv below
   # next: ffmpeg
 )
