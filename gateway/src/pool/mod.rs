@@ -18,11 +18,13 @@
 //! - [`admission`]: what a request reserves, and the bounded wait queue.
 //! - [`lease`]: an instance checked out, and the work run on it.
 //! - [`footprints`]: what each request needed, recorded at check-in.
+//! - [`recycling`]: whether an instance is kept or replaced, and why; pure.
 
 pub mod admission;
 pub mod dispatch;
 pub mod footprints;
 pub mod lease;
+pub mod recycling;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -38,6 +40,8 @@ pub use dispatch::Dispatch;
 use estimator::Footprint;
 pub use footprints::FootprintLog;
 pub use lease::{Answer, Lease};
+pub use recycling::ReplaceReason;
+use recycling::{Decision, Limits, Occasion, Record};
 
 use crate::budget::{MemoryBudget, Reservation};
 use crate::runtime::{CallFailure, HandlerInstance, Runtime};
@@ -83,24 +87,6 @@ pub enum DispatchError {
     Lost,
 }
 
-/// Why an instance was replaced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReplaceReason {
-    /// It trapped (including growth past the memory cap, or a timeout).
-    Trap,
-    /// An operator asked for it through the admin API.
-    Manual,
-    /// The request that just ended took its linear memory above the
-    /// restart threshold.
-    Threshold,
-    /// The threshold moved below it (the workload drifted, or the estimate
-    /// learned more) while it sat above.
-    Drift,
-    /// The memory budget was short and it was idle and grown.
-    Budget,
-}
-
 /// What an instance is doing, as shown by the admin API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -124,7 +110,7 @@ struct InstanceInfo {
     drain: Mutex<Option<ReplaceReason>>,
     /// Its last request took it over the threshold, but the recycling cap
     /// was full: the next `enforce` replaces it for `Threshold`.
-    crossed: AtomicBool,
+    held_back: AtomicBool,
 }
 
 impl InstanceInfo {
@@ -159,14 +145,13 @@ impl InstanceInfo {
         self.memory.load(Ordering::Relaxed)
     }
 
-    /// Why it is replaced for being over the threshold: `Threshold` if a
-    /// request of its own took it there (the one that just ended, `grew`,
-    /// or an earlier one the recycling cap held back), else `Drift`.
-    fn threshold_reason(&self, grew: bool) -> ReplaceReason {
-        if grew || self.crossed.load(Ordering::Relaxed) {
-            ReplaceReason::Threshold
-        } else {
-            ReplaceReason::Drift
+    /// What the recycling decision looks at, as it is now.
+    fn record(&self) -> Record {
+        Record {
+            memory_bytes: self.memory_bytes(),
+            requests: self.requests.load(Ordering::Relaxed),
+            held_back: self.held_back.load(Ordering::Relaxed),
+            draining: self.drain_reason(),
         }
     }
 }
@@ -361,21 +346,27 @@ impl Pool {
     /// first, until `need` bytes are free or none is left. Returns how many
     /// were replaced.
     async fn make_room(&self, need: u64) -> usize {
-        let mut grown: Vec<(u64, u64)> = self
+        let mut grown: Vec<(u64, u64, ReplaceReason)> = self
             .lock()
             .idle
             .iter()
-            .filter(|instance| instance.info.drain_reason().is_none())
-            .map(|instance| (instance.info.memory_bytes(), instance.info.id))
-            .filter(|&(memory, _)| memory > self.baseline_bytes())
+            .filter_map(|instance| {
+                let record = instance.info.record();
+                match self.decide(&record, Occasion::BudgetShort) {
+                    Decision::Replace(reason) => {
+                        Some((record.memory_bytes, instance.info.id, reason))
+                    }
+                    _ => None,
+                }
+            })
             .collect();
         grown.sort_unstable_by(|a, b| b.cmp(a));
         let mut replaced = 0;
-        for (_, id) in grown {
+        for (_, id, reason) in grown {
             if self.budget.available() >= need {
                 break;
             }
-            if self.drain(id, ReplaceReason::Budget).await {
+            if self.drain(id, reason).await {
                 replaced += 1;
             }
         }
@@ -408,25 +399,50 @@ impl Pool {
             self.retire(instance);
             return;
         }
-        if let Outcome::Failed(failure) = outcome {
-            tracing::warn!(instance = info.id, %failure, "instance failed; replacing it");
-            self.replace(instance, ReplaceReason::Trap).await;
-        } else if let Some(reason) = info.drain_reason() {
-            self.replace(instance, reason).await;
-        } else if self.over_threshold(&info) {
-            let reason = info.threshold_reason(grew);
-            if self.reserve_recycling() {
+        let failed = matches!(outcome, Outcome::Failed(_));
+        match self.decide(&info.record(), Occasion::CheckIn { grew, failed }) {
+            Decision::Replace(reason) => {
+                if let Outcome::Failed(failure) = &outcome {
+                    tracing::warn!(instance = info.id, %failure, "instance failed; replacing it");
+                }
+                self.replace(instance, reason).await;
+            }
+            Decision::Recycle(reason) => {
                 info.start_draining(reason);
                 self.replace(instance, reason).await;
                 self.recycling.fetch_sub(1, Ordering::AcqRel);
-            } else {
-                info.crossed
-                    .store(reason == ReplaceReason::Threshold, Ordering::Relaxed);
+            }
+            decision @ (Decision::Keep | Decision::HeldBack(_)) => {
+                info.held_back
+                    .store(decision.holds_back_threshold(), Ordering::Relaxed);
                 self.make_idle(instance);
             }
-        } else {
-            info.crossed.store(false, Ordering::Relaxed);
-            self.make_idle(instance);
+        }
+    }
+
+    /// [`recycling::decide`] with the pool's figures now. A `Recycle`
+    /// decision has taken its place under the recycling cap (give it back
+    /// when the replacement is made): deciding and taking the place are one
+    /// atomic step, so concurrent check-ins never exceed the cap.
+    fn decide(&self, record: &Record, occasion: Occasion) -> Decision {
+        let mut decision = Decision::Keep;
+        // Only a `Recycle` updates the count; any other decision leaves it.
+        let _ = self
+            .recycling
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |recycling| {
+                decision = recycling::decide(record, occasion, &self.limits(recycling));
+                matches!(decision, Decision::Recycle(_)).then_some(recycling + 1)
+            });
+        decision
+    }
+
+    fn limits(&self, recycling: usize) -> Limits {
+        Limits {
+            threshold: self.threshold(),
+            baseline_bytes: self.baseline_bytes(),
+            min_requests: self.config.min_requests_before_recycle,
+            max_recycling: self.config.max_recycling,
+            recycling,
         }
     }
 
@@ -445,45 +461,30 @@ impl Pool {
         self.baseline.load(Ordering::Relaxed)
     }
 
-    fn over_threshold(&self, info: &InstanceInfo) -> bool {
-        self.threshold()
-            .is_some_and(|threshold| info.memory_bytes() > threshold)
-            && info.requests.load(Ordering::Relaxed) >= self.config.min_requests_before_recycle
-    }
-
-    /// Take one of the `max_recycling` places; false when all are taken.
-    fn reserve_recycling(&self) -> bool {
-        let cap = self.config.max_recycling.max(1);
-        self.recycling
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < cap).then_some(n + 1)
-            })
-            .is_ok()
-    }
-
     /// Replace every idle instance above the threshold (busy ones are
     /// checked when their request ends): for `Threshold` if its last
     /// request took it over and the recycling cap held it back then, else
     /// for `Drift`. Returns how many were replaced.
     pub async fn enforce(&self) -> usize {
-        let candidates: Vec<(u64, ReplaceReason)> = self
+        let idle: Vec<(u64, Record)> = self
             .lock()
             .idle
             .iter()
-            .filter(|instance| {
-                instance.info.drain_reason().is_none() && self.over_threshold(&instance.info)
-            })
-            .map(|instance| (instance.info.id, instance.info.threshold_reason(false)))
+            .map(|instance| (instance.info.id, instance.info.record()))
             .collect();
         let mut replaced = 0;
-        for (id, reason) in candidates {
-            if !self.reserve_recycling() {
-                break;
+        for (id, record) in idle {
+            match self.decide(&record, Occasion::Sweep) {
+                Decision::Recycle(reason) => {
+                    if self.drain(id, reason).await {
+                        replaced += 1;
+                    }
+                    self.recycling.fetch_sub(1, Ordering::AcqRel);
+                }
+                // Every place is taken: a later sweep replaces the rest.
+                Decision::HeldBack(_) => break,
+                Decision::Keep | Decision::Replace(_) => {}
             }
-            if self.drain(id, reason).await {
-                replaced += 1;
-            }
-            self.recycling.fetch_sub(1, Ordering::AcqRel);
         }
         replaced
     }
@@ -567,7 +568,7 @@ impl Pool {
             requests: AtomicU64::new(0),
             busy: AtomicBool::new(false),
             drain: Mutex::new(None),
-            crossed: AtomicBool::new(false),
+            held_back: AtomicBool::new(false),
         });
         self.baseline.store(info.memory_bytes(), Ordering::Relaxed);
         self.lock().live.insert(info.id, info.clone());
