@@ -181,7 +181,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
             retention: config.sample_retention,
         },
     )
-    .map_err(anyhow::Error::msg)?;
+    .map_err(anyhow::Error::from)?;
     let recycler_task = tokio::spawn(recycler.clone().run());
     let collector_task = tokio::spawn(collect_garbage(volume.clone(), config.gc_interval));
     Ok(AppState {

@@ -316,13 +316,23 @@ async fn calibrate_sets_the_threshold_from_the_data_and_then_enforces_it() {
 #[tokio::test]
 async fn bad_estimator_settings_are_refused() {
     let server = TestServer::start(|_| {}).await;
-    for body in [
-        json!({ "alpha": 1.5 }),
-        json!({ "restart_budget": 0 }),
-        json!({ "method": "median" }),
-        json!({ "mode": "fixed" }),
-        json!({ "mode": "sometimes" }),
-        json!({ "treshold": 5 }),
+    // The client reads why: the settings' own message, or the JSON's.
+    for (body, why) in [
+        (
+            json!({ "alpha": 1.5 }),
+            "alpha must lie strictly between 0 and 1",
+        ),
+        (
+            json!({ "restart_budget": 0 }),
+            "the restart budget must lie strictly between 0 and 1",
+        ),
+        (json!({ "method": "median" }), "invalid estimator settings"),
+        (
+            json!({ "mode": "fixed" }),
+            "fixed mode needs a threshold in bytes",
+        ),
+        (json!({ "mode": "sometimes" }), "invalid estimator settings"),
+        (json!({ "treshold": 5 }), "invalid estimator settings"),
     ] {
         let response = server
             .client
@@ -334,6 +344,8 @@ async fn bad_estimator_settings_are_refused() {
         assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{body}");
         let error: Value = response.json().await.unwrap();
         assert_eq!(error["error"], "bad_request");
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(message.contains(why), "{body}: {message}");
     }
     // Nothing changed.
     assert_eq!(server.json("/admin/estimator").await["mode"], "rolling");

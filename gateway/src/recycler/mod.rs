@@ -9,10 +9,10 @@
 //!
 //! Layout:
 //! - `mod.rs`: the task, the sampling, the admin view and run-time changes.
-//! - [`policy`]: modes, methods, calibration progress and the threshold,
-//!   pure and unit-tested with virtual time.
+//! - [`threshold`]: the threshold's policy: modes, methods, calibration
+//!   progress and the threshold, pure and unit-tested with virtual time.
 
-pub mod policy;
+pub mod threshold;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -22,9 +22,9 @@ use serde::Serialize;
 use tokio::sync::watch;
 use volume::{ProcessSample, Volume, VolumeError};
 
-pub use policy::{
+pub use threshold::{
     Calibration, Method, Mode, Policy, PolicyConfig, Progress, Settings, SettingsChange,
-    ThresholdEstimate,
+    SettingsError, ThresholdEstimate,
 };
 
 use crate::pool::{Pool, ReplaceReason};
@@ -34,8 +34,8 @@ use crate::procstat::ProcessMemory;
 #[derive(Debug, thiserror::Error)]
 pub enum EstimatorError {
     /// The settings asked for are not valid (a client's mistake: 400).
-    #[error("{0}")]
-    Invalid(String),
+    #[error(transparent)]
+    Invalid(#[from] SettingsError),
     /// The samples could not be read or written (the server's: 500).
     #[error(transparent)]
     Volume(#[from] VolumeError),
@@ -120,7 +120,7 @@ impl Recycler {
         pool: Arc<Pool>,
         volume: Arc<Volume>,
         config: EstimatorConfig,
-    ) -> Result<Arc<Self>, String> {
+    ) -> Result<Arc<Self>, SettingsError> {
         let policy = Policy::new(config.policy.clone(), config.settings, volume::now_ms())?;
         let recycler = Arc::new(Self {
             pool,
@@ -131,7 +131,7 @@ impl Recycler {
             stop: watch::channel(false).0,
         });
         // `fixed` holds from the first request.
-        let threshold = recycler.policy().step(&policy::Observed {
+        let threshold = recycler.policy().step(&threshold::Observed {
             now_ms: volume::now_ms(),
             baseline_bytes: recycler.pool.baseline_bytes(),
             samples: &[],
@@ -233,7 +233,7 @@ impl Recycler {
             self.pool.footprints().recent(0)
         };
         let footprints: Vec<_> = recent.footprints.into();
-        let threshold = self.policy().step(&policy::Observed {
+        let threshold = self.policy().step(&threshold::Observed {
             now_ms: now,
             baseline_bytes: self.pool.baseline_bytes(),
             samples: &samples,
@@ -265,14 +265,10 @@ impl Recycler {
         // Validate and apply; a frozen median threshold is re-estimated
         // from its own evidence (the samples are read outside the lock).
         let mut candidate = self.policy().clone();
-        let window = candidate
-            .change(&change, now, recorded)
-            .map_err(EstimatorError::Invalid)?;
+        let window = candidate.change(&change, now, recorded)?;
         if let Some((from, to)) = window {
             let samples = self.samples(from, to).await?;
-            candidate
-                .reestimate(&samples, self.pool.baseline_bytes())
-                .map_err(EstimatorError::Invalid)?;
+            candidate.reestimate(&samples, self.pool.baseline_bytes())?;
         }
         let settings = candidate.settings();
         *self.policy() = candidate;
@@ -323,10 +319,10 @@ impl Recycler {
                 started_ms: Some(*since_ms),
                 engaged_ms: Some(*at_ms),
                 instances_used: match evidence {
-                    policy::Evidence::Samples { instances, .. } => {
+                    threshold::Evidence::Samples { instances, .. } => {
                         instances.iter().copied().collect()
                     }
-                    policy::Evidence::Requests => Vec::new(),
+                    threshold::Evidence::Requests => Vec::new(),
                 },
             },
         };

@@ -1,6 +1,8 @@
-//! The estimator's policy, pure: the settings, how far calibration is, and
-//! the threshold each step gives from the evidence handed to it with the
-//! time. No clock, no database, no pool: unit-tested with virtual time.
+//! The restart threshold's policy, pure: the settings, how far calibration
+//! is, and the threshold each step gives from the evidence handed to it
+//! with the time. No clock, no database, no pool: unit-tested with virtual
+//! time. (Which instance the threshold replaces, and when, is the pool's
+//! `pool::recycling`.)
 //!
 //! Two kinds of evidence, by method:
 //! - `restart-budget` (the default) learns from the footprints of recent
@@ -15,8 +17,24 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use estimator::{BudgetEstimate, Estimate, Footprint, Sample, Warmup};
+use estimator::{BudgetEstimate, Estimate, EstimateError, Footprint, Sample, Warmup};
 use serde::{Deserialize, Serialize};
+
+/// Settings that cannot be put in force: the operator's mistake (a flag at
+/// start, or `PUT /admin/estimator`, which answers 400 with the message).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SettingsError {
+    #[error("alpha must lie strictly between 0 and 1, got {0}")]
+    Alpha(f64),
+    #[error("the restart budget must lie strictly between 0 and 1, got {0}")]
+    RestartBudget(f64),
+    #[error("fixed mode needs a threshold in bytes (--threshold, or \"threshold\" in the request)")]
+    FixedWithoutThreshold,
+    /// A new method or α over the frozen calibration's samples gives no
+    /// estimate (too few distinct medians, say).
+    #[error("cannot re-estimate from the calibration samples: {0}")]
+    Reestimate(#[source] EstimateError),
+}
 
 /// How the threshold is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -91,24 +109,15 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SettingsError> {
         if !(self.alpha > 0.0 && self.alpha < 1.0) {
-            return Err(format!(
-                "alpha must lie strictly between 0 and 1, got {}",
-                self.alpha
-            ));
+            return Err(SettingsError::Alpha(self.alpha));
         }
         if !(self.restart_budget > 0.0 && self.restart_budget < 1.0) {
-            return Err(format!(
-                "the restart budget must lie strictly between 0 and 1, got {}",
-                self.restart_budget
-            ));
+            return Err(SettingsError::RestartBudget(self.restart_budget));
         }
         if self.mode == Mode::Fixed && self.fixed_threshold.is_none_or(|t| t == 0) {
-            return Err(
-                "fixed mode needs a threshold in bytes (--threshold, or \"threshold\" in the request)"
-                    .into(),
-            );
+            return Err(SettingsError::FixedWithoutThreshold);
         }
         Ok(())
     }
@@ -238,7 +247,11 @@ pub struct Policy {
 }
 
 impl Policy {
-    pub fn new(config: PolicyConfig, settings: Settings, now_ms: i64) -> Result<Self, String> {
+    pub fn new(
+        config: PolicyConfig,
+        settings: Settings,
+        now_ms: i64,
+    ) -> Result<Self, SettingsError> {
         settings.validate()?;
         let mut policy = Self {
             config,
@@ -489,7 +502,7 @@ impl Policy {
         samples: &[Sample],
         keep: impl Fn(&(&u64, &estimator::InstanceSummary)) -> bool,
         floor: u64,
-    ) -> (BTreeSet<u64>, Result<Estimate, estimator::EstimateError>) {
+    ) -> (BTreeSet<u64>, Result<Estimate, EstimateError>) {
         let summaries = estimator::summarize(samples, self.config.warmup);
         let (used, medians): (BTreeSet<u64>, Vec<f64>) = summaries
             .iter()
@@ -554,7 +567,7 @@ impl Policy {
         change: &SettingsChange,
         now_ms: i64,
         requests_recorded: u64,
-    ) -> Result<Option<(i64, i64)>, String> {
+    ) -> Result<Option<(i64, i64)>, SettingsError> {
         let before = self.settings;
         let mut settings = before;
         if let Some(mode) = change.mode {
@@ -611,7 +624,11 @@ impl Policy {
 
     /// Re-estimate the engaged median-method threshold from the samples of
     /// its own window and instances, under the current method and α.
-    pub fn reestimate(&mut self, samples: &[Sample], baseline_bytes: u64) -> Result<(), String> {
+    pub fn reestimate(
+        &mut self,
+        samples: &[Sample],
+        baseline_bytes: u64,
+    ) -> Result<(), SettingsError> {
         let Some(method) = self.settings.method.over_medians() else {
             return Ok(());
         };
@@ -626,10 +643,7 @@ impl Policy {
         let floor = self.floor_bytes(baseline_bytes);
         let (_, estimate) =
             self.over_medians(method, samples, |(id, _)| instances.contains(id), floor);
-        let estimate = ThresholdEstimate::Medians(
-            estimate
-                .map_err(|e| format!("cannot re-estimate from the calibration samples: {e}"))?,
-        );
+        let estimate = ThresholdEstimate::Medians(estimate.map_err(SettingsError::Reestimate)?);
         if let Calibration::Engaged { first, .. } = &mut self.calibration {
             *first = estimate.clone();
         }
@@ -960,7 +974,20 @@ mod tests {
             restart_budget: Some(1.5),
             ..SettingsChange::default()
         };
-        assert!(policy.change(&bad, 0, 0).is_err());
+        assert_eq!(
+            policy.change(&bad, 0, 0),
+            Err(SettingsError::RestartBudget(1.5))
+        );
+        let bad = SettingsChange {
+            alpha: Some(0.0),
+            ..SettingsChange::default()
+        };
+        assert_eq!(policy.change(&bad, 0, 0), Err(SettingsError::Alpha(0.0)));
+        // A refused change leaves the settings as they were.
+        assert_eq!(
+            policy.settings(),
+            settings(Mode::Rolling, Method::RestartBudget)
+        );
         let fixed = SettingsChange {
             threshold: Some(8 * MIB),
             ..SettingsChange::default()
@@ -987,6 +1014,9 @@ mod tests {
         };
         assert_eq!(policy.step(&step), None);
         assert!(policy.problem().is_none());
-        assert!(Policy::new(config(), settings(Mode::Fixed, Method::CiMean), 0).is_err());
+        assert_eq!(
+            Policy::new(config(), settings(Mode::Fixed, Method::CiMean), 0).err(),
+            Some(SettingsError::FixedWithoutThreshold)
+        );
     }
 }
