@@ -1,38 +1,21 @@
 //! Accounts in the metadata database: users (with their password hashes,
 //! admin flag and quota), API tokens and browser sessions (only hashes of
 //! their secrets are stored), share links, and the server secrets every
-//! gateway on one database shares. The cryptography is the gateway's; this
-//! module only keeps the rows.
+//! gateway on one database shares (the `users`, `tokens`, `sessions`,
+//! `shares` and `secrets` tables, which this module alone reads and
+//! writes). The cryptography is the gateway's; this module only keeps the
+//! rows. Removing a user, or giving them the open tree, asks each table's
+//! owner to do its part in the same transaction.
 
 use sqlx::FromRow;
 
-use crate::db::{Database, WriteTx};
+use crate::db::{Database, DatabaseUrl, WriteTx};
+use crate::error::VolumeError;
 use crate::path::FilePath;
-use crate::{DatabaseUrl, VolumeError, now_ms};
-
-/// Whose tree a file lives in: a user's, or the open tree that serves
-/// while no user exists. Every file operation names one, so no request
-/// reaches a file outside its caller's tree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Owner(i64);
-
-impl Owner {
-    /// The tree of a gateway without users (loopback only).
-    pub const OPEN: Self = Self(0);
-
-    /// The tree of the user with this id.
-    pub fn user(id: UserId) -> Self {
-        Self(id.0)
-    }
-
-    pub(crate) fn id(self) -> i64 {
-        self.0
-    }
-}
-
-/// A user's id in the database (never 0: that is [`Owner::OPEN`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct UserId(i64);
+use crate::tree::Tree;
+use crate::types::now_ms;
+pub use crate::types::{Owner, UserId};
+use crate::{locks, properties};
 
 /// A user as the gateway needs it to authenticate and authorize.
 #[derive(Clone, PartialEq, Eq)]
@@ -85,8 +68,7 @@ impl From<UserRow> for User {
     }
 }
 
-/// A user's row and one more column, `extra` (their usage, a session's
-/// CSRF token).
+/// A user's row and one more column, `extra` (a session's CSRF token).
 #[derive(FromRow)]
 struct WithUser<T> {
     #[sqlx(flatten)]
@@ -209,25 +191,20 @@ impl Accounts {
         Ok(row.map(User::from))
     }
 
-    /// Every user with the bytes their files take, by name.
+    /// Every user with the bytes they use (files and properties), by name.
     pub async fn users(&self) -> Result<Vec<(User, u64)>, VolumeError> {
-        let rows: Vec<WithUser<i64>> = sqlx::query_as(&format!(
-            "SELECT {USER_COLUMNS},
-                    CAST(COALESCE((SELECT SUM(size) FROM files WHERE files.owner = users.id), 0)
-                         AS BIGINT) AS extra
-             FROM users ORDER BY users.name"
+        let rows: Vec<UserRow> = sqlx::query_as(&format!(
+            "SELECT {USER_COLUMNS} FROM users ORDER BY users.name"
         ))
         .fetch_all(self.db.pool())
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|row| {
-                (
-                    row.user.into(),
-                    u64::try_from(row.extra).unwrap_or_default(),
-                )
-            })
-            .collect())
+        let mut users = Vec::with_capacity(rows.len());
+        for row in rows {
+            let user = User::from(row);
+            let used = self.usage(user.owner()).await?;
+            users.push((user, used));
+        }
+        Ok(users)
     }
 
     /// Remove a user with their files (whose blobs the next garbage
@@ -247,11 +224,11 @@ impl Accounts {
         let Some((id,)) = found else {
             return Ok(false);
         };
+        let owner = Owner::from_id(id);
+        Tree::delete_owner(&mut tx, owner).await?;
+        properties::delete_owner(&mut tx, owner).await?;
+        locks::delete_owner(&mut tx, owner).await?;
         for sql in [
-            "DELETE FROM files WHERE owner = $1",
-            "DELETE FROM folders WHERE owner = $1",
-            "DELETE FROM dav_properties WHERE owner = $1",
-            "DELETE FROM dav_locks WHERE owner = $1",
             "DELETE FROM shares WHERE owner = $1",
             "DELETE FROM tokens WHERE user_id = $1",
             "DELETE FROM sessions WHERE user_id = $1",
@@ -268,46 +245,26 @@ impl Accounts {
     /// paths; how many files moved.
     pub async fn adopt_open_tree(&self, user: UserId) -> Result<u64, VolumeError> {
         let mut tx = self.db.begin_write().await?;
-        let clash: Option<(String,)> = sqlx::query_as(
-            "SELECT path FROM files WHERE owner = 0 AND path IN
-                 (SELECT path FROM files WHERE owner = $1) LIMIT 1",
-        )
-        .bind(user.0)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some((path,)) = clash {
-            return Err(VolumeError::AlreadyExists(path));
-        }
-        let moved = sqlx::query("UPDATE files SET owner = $1 WHERE owner = 0")
+        let to = Owner::user(user);
+        let moved = Tree::adopt_open(&mut tx, to).await?;
+        properties::adopt_open(&mut tx, to).await?;
+        locks::adopt_open(&mut tx, to).await?;
+        sqlx::query("UPDATE shares SET owner = $1 WHERE owner = 0")
             .bind(user.0)
             .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        for sql in [
-            "UPDATE shares SET owner = $1 WHERE owner = 0",
-            "DELETE FROM folders WHERE owner = 0 AND path IN
-                 (SELECT path FROM folders WHERE owner = $1)",
-            "UPDATE folders SET owner = $1 WHERE owner = 0",
-            "DELETE FROM dav_properties WHERE owner = 0 AND path IN
-                 (SELECT path FROM dav_properties WHERE owner = $1)",
-            "UPDATE dav_properties SET owner = $1 WHERE owner = 0",
-            "UPDATE dav_locks SET owner = $1 WHERE owner = 0",
-        ] {
-            sqlx::query(sql).bind(user.0).execute(&mut *tx).await?;
-        }
+            .await?;
         tx.commit().await?;
         Ok(moved)
     }
 
-    /// The bytes `owner`'s files take.
+    /// The bytes `owner` uses: their files' and their properties' (the
+    /// bytes of each one's namespace, name and value), what the quota
+    /// weighs.
     pub async fn usage(&self, owner: Owner) -> Result<u64, VolumeError> {
-        let (used,): (i64,) = sqlx::query_as(
-            "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM files WHERE owner = $1",
-        )
-        .bind(owner.id())
-        .fetch_one(self.db.pool())
-        .await?;
-        Ok(u64::try_from(used).unwrap_or_default())
+        let mut conn = self.db.pool().acquire().await?;
+        let files = Tree::usage(&mut conn, owner, None).await?;
+        let properties = properties::usage(&self.db, &mut conn, owner).await?;
+        Ok(files.saturating_add(properties))
     }
 
     /// Record a token for `user`: `hash` is what requests are matched on,
@@ -454,7 +411,7 @@ impl Accounts {
         Ok(
             row.map(|(id, owner, path, file_created_ms, expires_ms)| Share {
                 id,
-                owner: Owner(owner),
+                owner: Owner::from_id(owner),
                 path,
                 file_created_ms,
                 expires_ms,

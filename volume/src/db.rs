@@ -13,7 +13,9 @@ use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{Any, AnyPool, Executor as _};
 
-use crate::VolumeError;
+use crate::error::VolumeError;
+use crate::path::Prefix;
+use crate::types::Owner;
 
 mod write_tx;
 
@@ -231,6 +233,37 @@ async fn release_transaction(connection: &mut sqlx::AnyConnection) -> bool {
     }
     let rolled_back = <Any as sqlx::Database>::TransactionManager::rollback(connection).await;
     rolled_back.is_ok() && !connection.is_in_transaction()
+}
+
+/// Keys bound in one `IN (…)` list (both engines take far more).
+pub(crate) const KEYS_PER_QUERY: usize = 500;
+
+/// `$2, $3, …` for `count` keys after the owner's `$1`.
+pub(crate) fn placeholders(count: usize) -> String {
+    (0..count)
+        .map(|at| format!("${}", at + 2))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A statement that rewrites paths under `from` to lie under `to`: `$1`
+/// owner, `$2` the new prefix, `$3` where the rest of a path starts (in
+/// characters, as both engines' `SUBSTR` counts), `$4`..`$5` the range.
+/// Every table with paths (the tree's, properties) rewrites them alike.
+pub(crate) fn rewrite<'q>(
+    sql: &'q str,
+    owner: Owner,
+    from: &'q Prefix,
+    to: &'q Prefix,
+    upper: &'q str,
+) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
+    let rest_starts = i64::try_from(from.as_str().chars().count() + 1).unwrap_or(i64::MAX);
+    sqlx::query(sql)
+        .bind(owner.id())
+        .bind(to.as_str())
+        .bind(rest_starts)
+        .bind(from.as_str())
+        .bind(upper)
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@
 //! PostgreSQL as in SQLite.
 
 use crate::db::{Database, WriteTx};
-use crate::{Digest, VolumeError};
+use crate::error::VolumeError;
+use crate::types::Digest;
 
 /// A ledger row's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,15 +145,6 @@ pub(crate) async fn forget(
     Ok(())
 }
 
-/// How many files name `digest`, read inside `tx` (after [`lock`]).
-pub(crate) async fn references(tx: &mut WriteTx, digest: &Digest) -> Result<u64, VolumeError> {
-    let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM files WHERE sha256 = $1")
-        .bind(digest.as_str())
-        .fetch_one(&mut **tx)
-        .await?;
-    Ok(u64::try_from(count).unwrap_or_default())
-}
-
 /// Every digest in the ledger, in either state.
 pub(crate) async fn all(db: &Database) -> Result<Vec<String>, VolumeError> {
     let rows: Vec<(String,)> = sqlx::query_as("SELECT sha256 FROM blobs")
@@ -161,15 +153,12 @@ pub(crate) async fn all(db: &Database) -> Result<Vec<String>, VolumeError> {
     Ok(rows.into_iter().map(|(hex,)| hex).collect())
 }
 
-/// Stored blobs no file names (a crash came between a delete's commit and
-/// the blob's removal).
-pub(crate) async fn unreferenced(db: &Database) -> Result<Vec<Digest>, VolumeError> {
-    let rows: Vec<(String,)> = sqlx::query_as(
-        "SELECT sha256 FROM blobs b WHERE state = 'stored'
-         AND NOT EXISTS (SELECT 1 FROM files f WHERE f.sha256 = b.sha256)",
-    )
-    .fetch_all(db.pool())
-    .await?;
+/// Every blob recorded as stored (the collector releases those no file
+/// names: a crash came between a delete's commit and the blob's removal).
+pub(crate) async fn stored(db: &Database) -> Result<Vec<Digest>, VolumeError> {
+    let rows: Vec<(String,)> = sqlx::query_as("SELECT sha256 FROM blobs WHERE state = 'stored'")
+        .fetch_all(db.pool())
+        .await?;
     Ok(digests(rows))
 }
 

@@ -7,8 +7,8 @@
 use estimator::Sample;
 use serde::Serialize;
 
-use crate::VolumeError;
 use crate::db::Database;
+use crate::error::VolumeError;
 
 /// The whole process's memory at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

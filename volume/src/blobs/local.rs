@@ -8,9 +8,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::blobs::staged::{Staged, make_temp_file};
-use crate::blobs::{BlobReader, ListedBlob, SMALL_BLOB, StagedBlob};
-use crate::{Digest, VolumeError};
+use super::reader::BlobReader;
+use super::shared::{ListedBlob, SMALL_BLOB, blocking};
+use super::staged::{Staged, StagedBlob, make_temp_file};
+use crate::error::VolumeError;
+use crate::types::Digest;
 
 /// The bytes a new blob file is linked from.
 enum Source {
@@ -166,12 +168,4 @@ fn sync_dir(dir: &Path) -> Result<(), VolumeError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| VolumeError::io("syncing a directory", e))
-}
-
-pub(crate) async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, VolumeError> + Send + 'static,
-) -> Result<T, VolumeError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| VolumeError::io("blob I/O task", io::Error::other(e)))?
 }

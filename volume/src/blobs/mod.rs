@@ -15,23 +15,20 @@
 mod local;
 mod object;
 mod reader;
+mod shared;
 mod staged;
 
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::time::SystemTime;
 
+pub use self::object::S3Settings;
 pub use self::reader::BlobReader;
+use self::shared::ListedBlob;
 pub use self::staged::StagedBlob;
 pub(crate) use self::staged::clear_temp;
-use crate::{Digest, VolumeError};
-
-/// A blob this small is handled whole, in one trip to the blocking pool:
-/// an upload is staged in memory (written to the store in one trip, or
-/// none when its content is already stored), a local blob is opened and
-/// read at once.
-const SMALL_BLOB: u64 = 64 << 10;
+use crate::error::VolumeError;
+use crate::types::Digest;
 
 pub(crate) use self::local::LocalBlobs;
 pub(crate) use self::object::ObjectBlobs;
@@ -88,42 +85,6 @@ impl fmt::Debug for BlobUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{self}")
     }
-}
-
-/// Settings of an S3 store that take precedence over the standard `AWS_*`
-/// environment variables, which are read otherwise (`AWS_ENDPOINT_URL`,
-/// `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-/// `AWS_ALLOW_HTTP`, and the rest `object_store` knows).
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct S3Settings {
-    pub endpoint: Option<String>,
-    pub region: Option<String>,
-    pub access_key_id: Option<String>,
-    pub secret_access_key: Option<String>,
-    pub allow_http: Option<bool>,
-}
-
-/// Shown without the secret.
-impl fmt::Debug for S3Settings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("S3Settings")
-            .field("endpoint", &self.endpoint)
-            .field("region", &self.region)
-            .field("access_key_id", &self.access_key_id)
-            .field(
-                "secret_access_key",
-                &self.secret_access_key.as_ref().map(|_| "***"),
-            )
-            .field("allow_http", &self.allow_http)
-            .finish()
-    }
-}
-
-/// A blob as a listing of the store sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ListedBlob {
-    pub(crate) digest: Digest,
-    pub(crate) modified: SystemTime,
 }
 
 #[derive(Debug)]

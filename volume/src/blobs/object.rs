@@ -5,6 +5,7 @@
 //! upload streamed from the staged file a part at a time, which the store
 //! makes visible only when complete.
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -15,13 +16,44 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 use tokio::io::AsyncReadExt as _;
 
-use crate::blobs::staged::Staged;
-use crate::blobs::{BlobReader, ListedBlob, S3Settings, StagedBlob};
-use crate::{Digest, VolumeError};
+use super::reader::BlobReader;
+use super::shared::ListedBlob;
+use super::staged::{Staged, StagedBlob};
+use crate::error::VolumeError;
+use crate::types::Digest;
 
 /// Largest blob sent in a single request; larger ones go in parts of this
 /// size, so an upload holds at most one part in host memory.
 const SINGLE_PUT_MAX: usize = 8 << 20;
+
+/// Settings of an S3 store that take precedence over the standard `AWS_*`
+/// environment variables, which are read otherwise (`AWS_ENDPOINT_URL`,
+/// `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+/// `AWS_ALLOW_HTTP`, and the rest `object_store` knows).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct S3Settings {
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub allow_http: Option<bool>,
+}
+
+/// Shown without the secret.
+impl fmt::Debug for S3Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Settings")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id)
+            .field(
+                "secret_access_key",
+                &self.secret_access_key.as_ref().map(|_| "***"),
+            )
+            .field("allow_http", &self.allow_http)
+            .finish()
+    }
+}
 
 #[derive(Debug)]
 pub(crate) struct ObjectBlobs {

@@ -5,7 +5,7 @@ use futures_util::StreamExt as _;
 use futures_util::stream::BoxStream;
 use tokio::io::AsyncReadExt as _;
 
-use crate::VolumeError;
+use crate::error::VolumeError;
 
 enum Source {
     File(tokio::fs::File),

@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 use tempfile::TempPath;
 use tokio::io::AsyncWriteExt;
 
-use crate::VolumeError;
-use crate::blobs::SMALL_BLOB;
-use crate::blobs::local::blocking;
+use super::shared::{SMALL_BLOB, blocking};
+use crate::error::VolumeError;
 
 /// A blob's bytes being staged as they arrive, before anyone knows its
 /// digest: in memory while they are few, then in a temp file. Dropped, the

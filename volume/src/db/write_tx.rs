@@ -22,7 +22,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool, Transaction, TransactionManager as _};
 use tokio::sync::{Mutex, OwnedMutexGuard, oneshot};
 
-use crate::VolumeError;
+use crate::error::VolumeError;
 
 type Manager = <Any as sqlx::Database>::TransactionManager;
 

@@ -1,0 +1,80 @@
+//! The volume's one error type, and how I/O and database failures map to
+//! it (a full disk on any engine is [`VolumeError::NoSpace`]).
+
+use std::io;
+
+use crate::path::PathError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeError {
+    #[error("no file at {0}")]
+    NotFound(String),
+    #[error("{0} already exists")]
+    AlreadyExists(String),
+    #[error(transparent)]
+    InvalidPath(#[from] PathError),
+    #[error("not a lowercase hex SHA-256 digest: {0:?}")]
+    InvalidDigest(String),
+    #[error("{0} bytes is more than the index can record")]
+    TooLarge(u64),
+    #[error("the disk is full")]
+    NoSpace,
+    #[error("copying {rows} files and folders at once is more than the limit of {limit}")]
+    TreeTooLarge { rows: usize, limit: usize },
+    #[error("{to} is {from}, or one of them holds the other")]
+    Nested { from: String, to: String },
+    #[error("a resource may hold at most {limit} properties")]
+    TooManyProperties { limit: usize },
+    #[error("storing {size} bytes would exceed the quota of {quota} bytes ({used} in use)")]
+    QuotaExceeded { quota: u64, used: u64, size: u64 },
+    #[error("{context}: {source}")]
+    Io {
+        context: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("blob {0} is named by the index but missing from the blob store")]
+    MissingBlob(String),
+    #[error("blob {0} is still being removed; try again")]
+    Busy(String),
+    #[error("metadata index: {0}")]
+    Database(sqlx::Error),
+    #[error("blob store: {0}")]
+    ObjectStore(#[from] object_store::Error),
+    #[error("metadata index migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+impl VolumeError {
+    pub(crate) fn io(context: &'static str, source: io::Error) -> Self {
+        if source.kind() == io::ErrorKind::StorageFull {
+            Self::NoSpace
+        } else {
+            Self::Io { context, source }
+        }
+    }
+}
+
+impl From<sqlx::Error> for VolumeError {
+    fn from(error: sqlx::Error) -> Self {
+        const SQLITE_FULL: i64 = 13;
+        const POSTGRES_DISK_FULL: &str = "53100";
+        let full = error.as_database_error().is_some_and(|db| {
+            let code = db.code();
+            if db
+                .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                .is_some()
+            {
+                code.is_some_and(|code| code == POSTGRES_DISK_FULL)
+            } else {
+                code.and_then(|code| code.parse::<i64>().ok())
+                    .is_some_and(|code| code & 0xff == SQLITE_FULL)
+            }
+        });
+        if full {
+            Self::NoSpace
+        } else {
+            Self::Database(error)
+        }
+    }
+}

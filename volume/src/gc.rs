@@ -1,0 +1,178 @@
+//! Letting go of blobs: releasing one no file names any more, finishing
+//! or taking over removals, and the garbage collection that finishes what
+//! a crash or a stopped gateway left. Coordinates the ledger, the tree and
+//! the blob store; owns no table.
+
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::Volume;
+use crate::error::VolumeError;
+use crate::ledger::{self, BlobState};
+use crate::locks;
+use crate::tree::Tree;
+use crate::types::{Digest, SweepReport, now_ms};
+
+/// How long a write waits for another gateway's removal of the same content
+/// to finish before it gives up with [`VolumeError::Busy`].
+const REMOVAL_WAIT: Duration = Duration::from_secs(30);
+
+impl Volume {
+    /// Sleep a little while another process removes blob `digest`; fails
+    /// with `Busy` once [`REMOVAL_WAIT`] has passed. Returns the time slept.
+    pub(crate) async fn wait_for_removal(
+        &self,
+        digest: &Digest,
+        waited: Duration,
+    ) -> Result<Duration, VolumeError> {
+        if waited >= REMOVAL_WAIT {
+            return Err(VolumeError::Busy(digest.to_string()));
+        }
+        let pause = (Duration::from_millis(5) + waited / 2).min(Duration::from_millis(500));
+        tokio::time::sleep(pause).await;
+        Ok(pause)
+    }
+
+    /// Let go of blobs that changes which committed may have left unnamed.
+    pub(crate) async fn release_all(&self, released: &[Digest]) {
+        for digest in released {
+            self.release_logged(digest).await;
+        }
+    }
+
+    /// [`Volume::release`], with a failure logged rather than returned: the
+    /// change that dropped the reference has committed already, and the
+    /// next collection finishes the removal.
+    pub(crate) async fn release_logged(&self, digest: &Digest) {
+        if let Err(error) = self.release(digest).await {
+            tracing::warn!(%digest, %error, "could not remove an unreferenced blob; the next collection will");
+        }
+    }
+
+    /// Remove blob `digest` if it is stored and no file names it; returns
+    /// whether it did.
+    async fn release(&self, digest: &Digest) -> Result<bool, VolumeError> {
+        let mut tx = self.db().begin_write().await?;
+        if ledger::lock(self.db(), &mut tx, digest).await? != Some(BlobState::Stored)
+            || Tree::references(&mut tx, digest).await? > 0
+        {
+            return Ok(false);
+        }
+        let claim_ms = now_ms();
+        ledger::mark_deleting(&mut tx, digest, claim_ms).await?;
+        tx.commit().await?;
+        self.finish_removal(digest, claim_ms).await?;
+        Ok(true)
+    }
+
+    /// Remove blob `digest`, whose removal this process claimed at
+    /// `claim_ms`, and then its ledger row (if the claim still holds).
+    async fn finish_removal(&self, digest: &Digest, claim_ms: i64) -> Result<(), VolumeError> {
+        self.blobs.remove(digest).await?;
+        ledger::forget(self.db(), digest, claim_ms).await
+    }
+
+    /// Whether a removal stamped `since_ms` has outlived the lease.
+    pub(crate) fn is_stale(&self, since_ms: i64) -> bool {
+        let lease_ms = i64::try_from(self.removal_lease.as_millis()).unwrap_or(i64::MAX);
+        now_ms().saturating_sub(since_ms) > lease_ms
+    }
+
+    /// Finish a removal stamped `seen_ms` whose remover stopped, unless
+    /// another process took it over (or finished it) first; returns
+    /// whether this call did.
+    pub(crate) async fn take_over_removal(
+        &self,
+        digest: &Digest,
+        seen_ms: i64,
+    ) -> Result<bool, VolumeError> {
+        let claim_ms = now_ms();
+        if !ledger::take_over(self.db(), digest, seen_ms, claim_ms).await? {
+            return Ok(false);
+        }
+        self.finish_removal(digest, claim_ms).await?;
+        Ok(true)
+    }
+
+    /// Remove a blob the ledger does not know, unless it is recorded
+    /// meanwhile; returns whether it did.
+    async fn remove_unrecorded(&self, digest: &Digest) -> Result<bool, VolumeError> {
+        let mut tx = self.db().begin_write().await?;
+        let claim_ms = now_ms();
+        let claimed = BlobState::Deleting { since_ms: claim_ms };
+        // No file can name a blob without a ledger row; checked anyway.
+        if !ledger::insert(&mut tx, digest, claimed, claim_ms).await?
+            || Tree::references(&mut tx, digest).await? > 0
+        {
+            return Ok(false);
+        }
+        tx.commit().await?;
+        self.finish_removal(digest, claim_ms).await?;
+        Ok(true)
+    }
+
+    /// Collect garbage: take over removals that outlived the lease, remove
+    /// stored blobs no file names, and blobs the ledger does not know that
+    /// are older than the grace period; count (and log) files whose blob is
+    /// missing; clear expired WebDAV locks. Safe to run on every gateway at once. A blob that cannot be
+    /// removed is logged and left for the next collection.
+    pub async fn collect_garbage(&self) -> Result<SweepReport, VolumeError> {
+        let lease_ms = i64::try_from(self.removal_lease.as_millis()).unwrap_or(i64::MAX);
+        let mut removed = 0;
+        let mut count = |digest: &Digest, outcome: Result<bool, VolumeError>| match outcome {
+            Ok(done) => removed += usize::from(done),
+            Err(error) => {
+                tracing::warn!(%digest, %error, "could not remove a blob; the next collection will")
+            }
+        };
+        let stale_before = now_ms().saturating_sub(lease_ms);
+        for (digest, seen_ms) in ledger::stale_deletions(self.db(), stale_before).await? {
+            count(&digest, self.take_over_removal(&digest, seen_ms).await);
+        }
+        // Stored blobs no file names (a crash came between a delete's
+        // commit and the blob's removal); `release` looks again under the
+        // blob's ledger row.
+        let named = self.tree.referenced().await?;
+        for digest in ledger::stored(self.db()).await? {
+            if !named.contains(digest.as_str()) {
+                count(&digest, self.release(&digest).await);
+            }
+        }
+        let known: HashSet<String> = ledger::all(self.db()).await?.into_iter().collect();
+        let listed = self.blobs.list().await?;
+        let old_enough = SystemTime::now()
+            .checked_sub(self.orphan_grace)
+            .unwrap_or(UNIX_EPOCH);
+        for blob in &listed {
+            if !known.contains(blob.digest.as_str()) && blob.modified <= old_enough {
+                count(&blob.digest, self.remove_unrecorded(&blob.digest).await);
+            }
+        }
+        let present: HashSet<&str> = listed.iter().map(|blob| blob.digest.as_str()).collect();
+        let mut files_missing_blobs = 0;
+        for named in self.tree.referenced().await? {
+            if present.contains(named.as_str()) {
+                continue;
+            }
+            // Perhaps written after the listing: look once more.
+            let digest = Digest::parse(&named)?;
+            if !self.blobs.exists(&digest).await? {
+                tracing::error!(sha256 = %named, "a file's blob is missing from the blob store");
+                files_missing_blobs += 1;
+            }
+        }
+        let expired_locks = locks::clear_expired(self.db()).await?;
+        if expired_locks > 0 {
+            tracing::debug!(expired_locks, "cleared expired WebDAV locks");
+        }
+        let report = SweepReport {
+            temp_files_removed: 0,
+            orphan_blobs_removed: removed,
+            files_missing_blobs,
+        };
+        if report != SweepReport::default() {
+            tracing::info!(?report, "collected garbage");
+        }
+        Ok(report)
+    }
+}

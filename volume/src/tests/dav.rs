@@ -1,0 +1,318 @@
+//! What WebDAV asks of a volume: trees copied and moved as rows, dead
+//! properties (and what they count against the quota), locks.
+
+use super::*;
+
+async fn webdav_copies_and_moves_trees_as_rows(backend: &Backend) {
+    use webdav::{Depth, Node, Transfer};
+    let (_dir, volume) = backend.open().await;
+    let open = Owner::OPEN;
+    let folder = |p: &str| Prefix::parse(p).unwrap();
+    // Multi-byte names: the engines cut paths by characters, not bytes.
+    put(&volume, "é€/a.txt", b"first").await.unwrap();
+    put(&volume, "é€/sub/b.txt", b"second").await.unwrap();
+    volume.make_folder(open, &folder("é€/empty")).await.unwrap();
+    let dav = volume.webdav();
+    dav.change_properties(open, "é€/a.txt", &[set("urn:t", "p", "on a")])
+        .await
+        .unwrap();
+    dav.change_properties(open, "é€/", &[set("urn:t", "p", "on the folder")])
+        .await
+        .unwrap();
+    assert!(matches!(
+        volume.node(open, Some(&path("é€"))).await.unwrap(),
+        Node::Folder(_)
+    ));
+    assert!(matches!(
+        volume.node(open, Some(&path("é€/a.txt"))).await.unwrap(),
+        Node::File(_)
+    ));
+    assert_eq!(
+        volume.node(open, Some(&path("nothing"))).await.unwrap(),
+        Node::Missing
+    );
+
+    let blobs_before = volume.blobs.list().await.unwrap().len();
+    let copied = volume
+        .copy_node(open, &path("é€"), &path("çà"), Depth::Infinity, false)
+        .await
+        .unwrap();
+    assert_eq!(copied, Transfer::Created);
+    assert_eq!(
+        volume.blobs.list().await.unwrap().len(),
+        blobs_before,
+        "rows, not bytes"
+    );
+    let listing = volume.list(open, &folder("çà"), None, 10).await.unwrap();
+    assert_eq!(names_of(listing), ["çà/a.txt", "çà/empty/", "çà/sub/"]);
+    assert_eq!(read(&volume, "çà/sub/b.txt").await.unwrap().1, b"second");
+    assert_eq!(properties_at(&dav, open, "çà/a.txt").await[0].value, "on a");
+    assert_eq!(
+        properties_at(&dav, open, "çà/").await[0].value,
+        "on the folder"
+    );
+    assert!(matches!(
+        volume
+            .copy_node(open, &path("é€"), &path("çà"), Depth::Infinity, false)
+            .await,
+        Err(VolumeError::AlreadyExists(_))
+    ));
+    // Depth 0: the folder alone.
+    volume
+        .copy_node(open, &path("é€"), &path("shallow"), Depth::Zero, false)
+        .await
+        .unwrap();
+    let shallow = volume
+        .list(open, &folder("shallow"), None, 10)
+        .await
+        .unwrap();
+    assert!(shallow.entries.is_empty());
+    let made = dav
+        .folders_made(
+            open,
+            &[
+                "shallow/".to_owned(),
+                "çà/empty/".to_owned(),
+                "çà/sub/".to_owned(),
+            ],
+        )
+        .await
+        .unwrap();
+    assert!(made.contains_key("shallow/") && made.contains_key("çà/empty/"));
+    assert!(
+        !made.contains_key("çà/sub/"),
+        "a folder that only holds files has no date"
+    );
+    assert!(matches!(
+        volume.node(open, Some(&path("shallow"))).await.unwrap(),
+        Node::Folder(_)
+    ));
+
+    // The originals go; the copies keep the content alive.
+    volume.delete_folder(open, &folder("é€")).await.unwrap();
+    assert!(properties_at(&dav, open, "é€/a.txt").await.is_empty());
+    volume.collect_garbage().await.unwrap();
+    assert_eq!(read(&volume, "çà/a.txt").await.unwrap().1, b"first");
+
+    // A move renames rows and takes properties along.
+    let moved = volume
+        .move_node(open, &path("çà"), &path("m"), false)
+        .await
+        .unwrap();
+    assert_eq!(moved, Transfer::Created);
+    assert_eq!(
+        volume.node(open, Some(&path("çà"))).await.unwrap(),
+        Node::Missing
+    );
+    assert_eq!(read(&volume, "m/sub/b.txt").await.unwrap().1, b"second");
+    assert_eq!(properties_at(&dav, open, "m/a.txt").await[0].value, "on a");
+    // Over a folder, with overwrite: the folder goes, the file takes its name.
+    let replaced = volume
+        .move_node(open, &path("m/a.txt"), &path("shallow"), true)
+        .await
+        .unwrap();
+    assert_eq!(replaced, Transfer::Replaced);
+    assert!(matches!(
+        volume.node(open, Some(&path("shallow"))).await.unwrap(),
+        Node::File(_)
+    ));
+    // A file copied over a file releases what the replaced one named.
+    put(&volume, "lonely", b"only here").await.unwrap();
+    volume
+        .copy_node(
+            open,
+            &path("shallow"),
+            &path("lonely"),
+            Depth::Infinity,
+            true,
+        )
+        .await
+        .unwrap();
+    assert!(!exists(&volume, &digest_of(b"only here")).await);
+    assert_eq!(read(&volume, "lonely").await.unwrap().1, b"first");
+
+    // Nothing goes into itself, or onto a folder that holds it.
+    assert!(matches!(
+        volume
+            .move_node(open, &path("m"), &path("m/sub/x"), true)
+            .await,
+        Err(VolumeError::Nested { .. })
+    ));
+    assert!(matches!(
+        volume
+            .copy_node(open, &path("m/sub"), &path("m"), Depth::Infinity, true)
+            .await,
+        Err(VolumeError::Nested { .. })
+    ));
+    // No path may grow past the limit on the way.
+    let long = format!(
+        "p/{}/{}/{}/{}",
+        "a".repeat(250),
+        "b".repeat(250),
+        "c".repeat(250),
+        "d".repeat(250)
+    );
+    put(&volume, &long, b"long").await.unwrap();
+    assert!(matches!(
+        volume
+            .move_node(open, &path("p"), &path(&"q".repeat(40)), false)
+            .await,
+        Err(VolumeError::InvalidPath(PathError::TooLong(_)))
+    ));
+    assert_eq!(read(&volume, &long).await.unwrap().1, b"long");
+    // What a vanished folder left is dropped for a new one.
+    dav.change_properties(open, "gone/", &[set("urn:t", "p", "stale")])
+        .await
+        .unwrap();
+    dav.forget(open, "gone/").await.unwrap();
+    assert!(properties_at(&dav, open, "gone/").await.is_empty());
+
+    // A copy counts against the quota, all or nothing.
+    let alice = add_user(&volume, "alice", Some(10)).await.owner();
+    put_as(&volume, alice, "d/six", b"123456").await.unwrap();
+    assert!(matches!(
+        volume
+            .copy_node(alice, &path("d"), &path("e"), Depth::Infinity, false)
+            .await,
+        Err(VolumeError::QuotaExceeded { .. })
+    ));
+    assert_eq!(
+        volume.node(alice, Some(&path("e"))).await.unwrap(),
+        Node::Missing
+    );
+}
+
+async fn webdav_locks_conflict_refresh_and_expire(backend: &Backend) {
+    use webdav::{LockOutcome, NewLock};
+    let (_dir, volume) = backend.open().await;
+    let bob = add_user(&volume, "bob", None).await.owner();
+    let dav = volume.webdav();
+    let ask = |token: &str, root: &str, infinite: bool, exclusive: bool, timeout_s: u64| NewLock {
+        token: token.into(),
+        root: root.into(),
+        infinite,
+        exclusive,
+        holder: "<href xmlns=\"DAV:\">me</href>".into(),
+        timeout_s,
+    };
+    let granted = |outcome: LockOutcome| matches!(outcome, LockOutcome::Granted(_));
+    assert!(granted(
+        dav.lock(bob, ask("urn:1", "a/", true, true, 60))
+            .await
+            .unwrap()
+    ));
+    assert_eq!(
+        dav.lock(bob, ask("urn:2", "a/b/c", false, false, 60))
+            .await
+            .unwrap(),
+        LockOutcome::Conflict,
+        "inside an exclusive depth-infinity lock"
+    );
+    assert_eq!(
+        dav.lock(bob, ask("urn:3", "", true, false, 60))
+            .await
+            .unwrap(),
+        LockOutcome::Conflict,
+        "a depth-infinity lock above it"
+    );
+    assert!(granted(
+        dav.lock(bob, ask("urn:4", "x", false, false, 60))
+            .await
+            .unwrap()
+    ));
+    assert!(granted(
+        dav.lock(bob, ask("urn:5", "x", false, false, 60))
+            .await
+            .unwrap()
+    ));
+    assert_eq!(
+        dav.lock(bob, ask("urn:6", "x", false, true, 60))
+            .await
+            .unwrap(),
+        LockOutcome::Conflict
+    );
+    // Another tree's locks are its own.
+    assert!(granted(
+        dav.lock(Owner::OPEN, ask("urn:7", "x", false, true, 60))
+            .await
+            .unwrap()
+    ));
+    let held: Vec<String> = dav
+        .locks(bob)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| l.token)
+        .collect();
+    assert_eq!(held.len(), 3);
+    let refreshed = dav.refresh_lock(bob, "urn:1", 600).await.unwrap().unwrap();
+    assert_eq!(refreshed.timeout_s, 600);
+    assert_eq!(
+        dav.holders(bob).await.unwrap()["urn:1"],
+        "<href xmlns=\"DAV:\">me</href>"
+    );
+    assert!(dav.refresh_lock(bob, "urn:7", 600).await.unwrap().is_none());
+    assert!(dav.unlock(bob, "urn:1").await.unwrap());
+    assert!(!dav.unlock(bob, "urn:1").await.unwrap());
+    // A lock that expired is no lock.
+    assert!(granted(
+        dav.lock(bob, ask("urn:8", "old", false, true, 0))
+            .await
+            .unwrap()
+    ));
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(granted(
+        dav.lock(bob, ask("urn:9", "old", false, true, 60))
+            .await
+            .unwrap()
+    ));
+    assert_eq!(dav.clear_expired().await.unwrap(), 1);
+    // Deleting a file takes its locks and properties; removing the user all.
+    put_as(&volume, bob, "gone", b"g").await.unwrap();
+    assert!(granted(
+        dav.lock(bob, ask("urn:10", "gone", false, true, 60))
+            .await
+            .unwrap()
+    ));
+    dav.change_properties(bob, "gone", &[set("", "n", "v")])
+        .await
+        .unwrap();
+    volume.delete(bob, &path("gone")).await.unwrap();
+    assert!(
+        dav.locks(bob)
+            .await
+            .unwrap()
+            .iter()
+            .all(|l| l.root != "gone")
+    );
+    assert!(properties_at(&dav, bob, "gone").await.is_empty());
+    assert!(volume.accounts().remove_user("bob").await.unwrap());
+    assert!(dav.locks(bob).await.unwrap().is_empty());
+}
+
+/// On PostgreSQL, sqlx prepares each SQL text once per connection, typed by
+/// its first use's arguments, and reuses it. A file move bound three
+/// arguments to a two-placeholder `DELETE FROM dav_locks …` that a delete
+/// binds two: whichever came second on a connection failed (`bind message
+/// supplies 3 parameters, but prepared statement "sqlx_s_22" requires 2`).
+async fn moves_deletes_and_forgets_interleave_on_one_connection(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let open = Owner::OPEN;
+    for _ in 0..4 {
+        put(&volume, "a", b"moved").await.unwrap();
+        put(&volume, "gone", b"deleted").await.unwrap();
+        volume.delete(open, &path("gone")).await.unwrap();
+        volume
+            .move_node(open, &path("a"), &path("b"), true)
+            .await
+            .unwrap();
+        volume.webdav().forget(open, "a").await.unwrap();
+        volume.delete(open, &path("b")).await.unwrap();
+    }
+}
+
+suite!(
+    webdav_copies_and_moves_trees_as_rows,
+    webdav_locks_conflict_refresh_and_expire,
+    moves_deletes_and_forgets_interleave_on_one_connection,
+);

@@ -1,0 +1,210 @@
+//! What WebDAV asks of a tree beyond files: what a name is, and
+//! server-side copies and moves of whole trees. Each runs in one write
+//! transaction that orders the steps across the tables' owners: the
+//! owner's user row first (as an upload takes it, after its blob's ledger
+//! row), then every source file row, locked (the tree); then the
+//! destination cleared (the tree, properties, locks), the quota weighed
+//! (a copy), the rows copied or renamed with their properties, and locks
+//! dropped (a move). They never touch the ledger: every digest they copy
+//! is named by a source row they hold, so no removal can count it unnamed,
+//! and after the commit the copies name it too. Owns no table.
+
+use crate::Volume;
+use crate::error::VolumeError;
+use crate::path::{FilePath, Prefix};
+use crate::tree::transfer::{
+    self as rows, Depth, FolderMeta, Found, MAX_TREE_ROWS, Node, Transfer, folder_in_use,
+    folder_of, refuse_nested, upper_of,
+};
+use crate::types::{Digest, Owner, now_ms};
+use crate::{db::WriteTx, locks, properties, quota};
+
+impl Volume {
+    /// What `name` is in `owner`'s tree: the file at that path, else the
+    /// folder of that name, else nothing. `None` is the root folder, which
+    /// always exists. (The REST API lets a file and a folder share a name;
+    /// WebDAV then sees the file.)
+    pub async fn node(&self, owner: Owner, name: Option<&FilePath>) -> Result<Node, VolumeError> {
+        let Some(name) = name else {
+            return Ok(Node::Folder(FolderMeta {
+                prefix: Prefix::root(),
+                created_ms: None,
+            }));
+        };
+        if let Some(meta) = self.tree.get(owner, name).await? {
+            return Ok(Node::File(meta));
+        }
+        let prefix = folder_of(name)?;
+        if let Some(created_ms) = self.tree.folder_made(owner, &prefix).await? {
+            return Ok(Node::Folder(FolderMeta {
+                prefix,
+                created_ms: Some(created_ms),
+            }));
+        }
+        Ok(if self.folder_exists(owner, &prefix).await? {
+            Node::Folder(FolderMeta {
+                prefix,
+                created_ms: None,
+            })
+        } else {
+            Node::Missing
+        })
+    }
+
+    /// Whether the folder `prefix` exists: the root, one made on purpose,
+    /// or one that files or folders are in.
+    pub async fn folder_exists(&self, owner: Owner, prefix: &Prefix) -> Result<bool, VolumeError> {
+        if prefix.as_str().is_empty() {
+            return Ok(true);
+        }
+        folder_in_use(self.db().pool(), owner, prefix).await
+    }
+
+    /// Copy the file or folder `from` to `to` in `owner`'s tree, with its
+    /// properties (never its locks): a folder with everything in it, or
+    /// (`Depth::Zero`) alone. Whatever was at `to` is replaced when
+    /// `overwrite` allows (else `AlreadyExists`). The copy, its properties
+    /// included, counts against the owner's quota. `to` must not be inside
+    /// `from`, nor `from` inside `to` (the caller refuses those).
+    pub async fn copy_node(
+        &self,
+        owner: Owner,
+        from: &FilePath,
+        to: &FilePath,
+        depth: Depth,
+        overwrite: bool,
+    ) -> Result<Transfer, VolumeError> {
+        refuse_nested(from, to)?;
+        let mut tx = self.db().begin_write().await?;
+        let quota = quota::lock(self.db(), &mut tx, owner).await?;
+        let source = self.tree.find(&mut tx, owner, from).await?;
+        let now = now_ms();
+        let (file_bytes, property_bytes) = match &source {
+            Found::Missing => return Err(VolumeError::NotFound(from.to_string())),
+            Found::File(meta) => (
+                meta.size,
+                properties::bytes_of(self.db(), &mut tx, owner, from.as_str(), None).await?,
+            ),
+            Found::Folder => {
+                let folder = folder_of(from)?;
+                let under = (depth == Depth::Infinity).then(|| upper_of(&folder));
+                let files = match depth {
+                    Depth::Zero => 0,
+                    Depth::Infinity => {
+                        self.tree
+                            .hold_tree(&mut tx, owner, from, to, Some(MAX_TREE_ROWS))
+                            .await?
+                    }
+                };
+                let within = under.as_deref().map(|upper| (&folder, upper));
+                let bytes =
+                    properties::bytes_of(self.db(), &mut tx, owner, folder.as_str(), within)
+                        .await?;
+                (files, bytes)
+            }
+        };
+        let (transfer, released) = self
+            .clear_destination(&mut tx, owner, to, overwrite)
+            .await?;
+        let copied = file_bytes.saturating_add(property_bytes);
+        quota::check(self.db(), &mut tx, owner, quota, None, copied).await?;
+        match source {
+            Found::Missing => {}
+            Found::File(_) => {
+                rows::copy_file(&mut tx, owner, from, to, now).await?;
+                properties::copy(&mut tx, owner, from.as_str(), to.as_str()).await?;
+            }
+            Found::Folder => {
+                let (from, to) = (folder_of(from)?, folder_of(to)?);
+                if depth == Depth::Infinity {
+                    rows::copy_range(&mut tx, owner, &from, &to, now).await?;
+                    properties::copy_range(&mut tx, owner, &from, &to, &upper_of(&from)).await?;
+                }
+                rows::ensure_folder(&mut tx, owner, &to, now).await?;
+                properties::copy(&mut tx, owner, from.as_str(), to.as_str()).await?;
+            }
+        }
+        tx.commit().await?;
+        self.release_all(&released).await;
+        Ok(transfer)
+    }
+
+    /// Move the file or folder `from` to `to` in `owner`'s tree, with its
+    /// properties; its locks (and those under it) are dropped. Whatever was
+    /// at `to` is replaced when `overwrite` allows (else `AlreadyExists`).
+    /// Neither may be inside the other (the caller refuses those).
+    pub async fn move_node(
+        &self,
+        owner: Owner,
+        from: &FilePath,
+        to: &FilePath,
+        overwrite: bool,
+    ) -> Result<Transfer, VolumeError> {
+        refuse_nested(from, to)?;
+        let mut tx = self.db().begin_write().await?;
+        // The user's row first, as uploads and copies take it.
+        quota::lock(self.db(), &mut tx, owner).await?;
+        let source = self.tree.find(&mut tx, owner, from).await?;
+        match source {
+            Found::Missing => return Err(VolumeError::NotFound(from.to_string())),
+            Found::Folder => {
+                self.tree.hold_tree(&mut tx, owner, from, to, None).await?;
+            }
+            Found::File(_) => {}
+        }
+        let (transfer, released) = self
+            .clear_destination(&mut tx, owner, to, overwrite)
+            .await?;
+        match source {
+            Found::Missing => {}
+            Found::File(_) => {
+                rows::move_file(&mut tx, owner, from, to).await?;
+                properties::rename(&mut tx, owner, from.as_str(), to.as_str()).await?;
+                locks::forget_within(&mut tx, owner, from.as_str(), "", "").await?;
+            }
+            Found::Folder => {
+                let (from, to) = (folder_of(from)?, folder_of(to)?);
+                let upper = upper_of(&from);
+                rows::move_range(&mut tx, owner, &from, &to).await?;
+                properties::rename_range(&mut tx, owner, &from, &to, &upper).await?;
+                locks::forget_within(&mut tx, owner, from.as_str(), from.as_str(), &upper).await?;
+                // A folder that only held files is made on purpose at its
+                // destination, so that it stays if they go.
+                rows::ensure_folder(&mut tx, owner, &to, now_ms()).await?;
+            }
+        }
+        tx.commit().await?;
+        self.release_all(&released).await;
+        Ok(transfer)
+    }
+
+    /// Make room at `to` inside `tx`: refuse (`AlreadyExists`) if a file or
+    /// folder of that name exists and `overwrite` does not allow replacing
+    /// it; else remove the file of that name and the folder of that name
+    /// with all it holds, and any properties and locks left at those keys
+    /// (a folder that only held files leaves its own behind). Returns what
+    /// the transfer will be and the digests the removed files named.
+    async fn clear_destination(
+        &self,
+        tx: &mut WriteTx,
+        owner: Owner,
+        to: &FilePath,
+        overwrite: bool,
+    ) -> Result<(Transfer, Vec<Digest>), VolumeError> {
+        let transfer = match self.tree.find(tx, owner, to).await? {
+            Found::Missing => Transfer::Created,
+            _ if !overwrite => return Err(VolumeError::AlreadyExists(to.to_string())),
+            _ => Transfer::Replaced,
+        };
+        let removed = if transfer == Transfer::Replaced {
+            rows::clear(tx, owner, to).await?
+        } else {
+            Vec::new()
+        };
+        let folder = folder_of(to)?;
+        let upper = upper_of(&folder);
+        properties::forget_within(tx, owner, to.as_str(), folder.as_str(), &upper).await?;
+        locks::forget_within(tx, owner, to.as_str(), folder.as_str(), &upper).await?;
+        Ok((transfer, removed))
+    }
+}

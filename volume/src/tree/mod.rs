@@ -1,0 +1,410 @@
+//! The tree of each owner: the `files` table (one row per file, naming its
+//! blob by digest) and the `folders` table (folders made on purpose, so an
+//! empty one exists). This module alone reads and writes both: rows,
+//! usage, listings ([`listing`]) and whole-tree copies and moves as rows
+//! ([`transfer`]). A writer that names a blob does so inside the
+//! transaction that locked the blob's ledger row (see `ledger`).
+
+mod listing;
+pub(crate) mod transfer;
+
+use std::collections::HashSet;
+
+use sqlx::AnyConnection;
+
+use crate::db::{Database, KEYS_PER_QUERY, placeholders};
+use crate::error::VolumeError;
+use crate::path::{FilePath, Prefix};
+use crate::types::{Digest, Digests, FileMeta, Owner};
+
+const COLUMNS: &str = "path, size, sha256, blake3, content_type, created_ms, modified_ms";
+
+/// The tree tables of one database.
+#[derive(Debug, Clone)]
+pub(crate) struct Tree {
+    db: Database,
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    path: String,
+    size: i64,
+    sha256: String,
+    blake3: Option<String>,
+    content_type: String,
+    created_ms: i64,
+    modified_ms: i64,
+}
+
+impl From<Row> for FileMeta {
+    fn from(row: Row) -> Self {
+        Self {
+            path: row.path,
+            size: u64::try_from(row.size).unwrap_or_default(),
+            sha256: row.sha256,
+            blake3: row.blake3,
+            content_type: row.content_type,
+            created_ms: row.created_ms,
+            modified_ms: row.modified_ms,
+        }
+    }
+}
+
+/// A file row about to be written.
+struct NewRow<'a> {
+    owner: Owner,
+    path: &'a FilePath,
+    size: i64,
+    digest: &'a Digest,
+    blake3: Option<&'a Digest>,
+    content_type: &'a str,
+    now_ms: i64,
+}
+
+/// What an upsert replaced.
+pub(crate) struct Replaced {
+    pub(crate) meta: FileMeta,
+    /// The digest the path named before, if it existed.
+    pub(crate) previous: Option<Digest>,
+}
+
+impl Tree {
+    pub(crate) fn new(db: Database) -> Self {
+        Self { db }
+    }
+
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
+    }
+
+    pub(crate) async fn get(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+    ) -> Result<Option<FileMeta>, VolumeError> {
+        let row: Option<Row> = sqlx::query_as(&format!(
+            "SELECT {COLUMNS} FROM files WHERE owner = $1 AND path = $2"
+        ))
+        .bind(owner.id())
+        .bind(path.as_str())
+        .fetch_optional(self.db.pool())
+        .await?;
+        Ok(row.map(FileMeta::from))
+    }
+
+    /// The row of `path`, read inside `tx` and locked until it ends
+    /// (PostgreSQL; SQLite's writers are serialised already).
+    pub(crate) async fn get_locked(
+        &self,
+        tx: &mut AnyConnection,
+        owner: Owner,
+        path: &FilePath,
+    ) -> Result<Option<FileMeta>, VolumeError> {
+        let row: Option<Row> = sqlx::query_as(&format!(
+            "SELECT {COLUMNS} FROM files WHERE owner = $1 AND path = $2{}",
+            self.db.locking()
+        ))
+        .bind(owner.id())
+        .bind(path.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
+        Ok(row.map(FileMeta::from))
+    }
+
+    /// The bytes `owner`'s files take, leaving out `except` (the path an
+    /// upload is about to replace), read on `conn` (a write transaction's,
+    /// to weigh a change against the quota).
+    pub(crate) async fn usage(
+        conn: &mut AnyConnection,
+        owner: Owner,
+        except: Option<&FilePath>,
+    ) -> Result<u64, VolumeError> {
+        let (used,): (i64,) = sqlx::query_as(
+            "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM files
+             WHERE owner = $1 AND path <> $2",
+        )
+        .bind(owner.id())
+        // No path is empty: nothing left out.
+        .bind(except.map_or("", FilePath::as_str))
+        .fetch_one(conn)
+        .await?;
+        Ok(u64::try_from(used).unwrap_or_default())
+    }
+
+    /// Point `path` at the blob `digest` inside `tx` (which holds the
+    /// blob's ledger row), creating the row or replacing it (keeping its
+    /// creation time) when `overwrite` allows.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn upsert(
+        &self,
+        tx: &mut AnyConnection,
+        owner: Owner,
+        path: &FilePath,
+        size: u64,
+        digests: &Digests,
+        content_type: &str,
+        overwrite: bool,
+        now_ms: i64,
+    ) -> Result<Replaced, VolumeError> {
+        let row = NewRow {
+            owner,
+            path,
+            size: i64::try_from(size).map_err(|_| VolumeError::TooLarge(size))?,
+            digest: &digests.sha256,
+            blake3: digests.blake3.as_ref(),
+            content_type,
+            now_ms,
+        };
+        let mut previous = self.locked_digest(tx, owner, path).await?;
+        if previous.is_none() {
+            // A new path. The lock above took nothing (there was no row),
+            // so another writer may be creating it right now: insert only
+            // if it is still new.
+            if let Some(created) = self.insert(tx, &row, "DO NOTHING").await? {
+                return Ok(Replaced {
+                    meta: created.into(),
+                    previous: None,
+                });
+            }
+            // Created meanwhile: lock it, then replace it if allowed.
+            previous = self.locked_digest(tx, owner, path).await?;
+        }
+        if previous.is_some() && !overwrite {
+            return Err(VolumeError::AlreadyExists(path.to_string()));
+        }
+        let replaced = self
+            .insert(
+                tx,
+                &row,
+                "DO UPDATE SET size = excluded.size, sha256 = excluded.sha256,
+                 blake3 = excluded.blake3, content_type = excluded.content_type,
+                 modified_ms = excluded.modified_ms",
+            )
+            .await?
+            .ok_or_else(|| VolumeError::NotFound(path.to_string()))?;
+        Ok(Replaced {
+            meta: replaced.into(),
+            previous,
+        })
+    }
+
+    /// `INSERT` `row`, doing `on_conflict` if the path exists; the row as
+    /// written, if one was.
+    async fn insert(
+        &self,
+        tx: &mut AnyConnection,
+        row: &NewRow<'_>,
+        on_conflict: &str,
+    ) -> Result<Option<Row>, VolumeError> {
+        Ok(sqlx::query_as(&format!(
+            "INSERT INTO files (owner, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+             ON CONFLICT (owner, path) {on_conflict} RETURNING {COLUMNS}"
+        ))
+        .bind(row.owner.id())
+        .bind(row.path.as_str())
+        .bind(row.size)
+        .bind(row.digest.as_str())
+        .bind(row.blake3.map(Digest::as_str))
+        .bind(row.content_type)
+        .bind(row.now_ms)
+        .fetch_optional(&mut *tx)
+        .await?)
+    }
+
+    /// The digest `path` names, its row locked until `tx` ends (PostgreSQL;
+    /// SQLite's writers are serialised already).
+    async fn locked_digest(
+        &self,
+        tx: &mut AnyConnection,
+        owner: Owner,
+        path: &FilePath,
+    ) -> Result<Option<Digest>, VolumeError> {
+        let sql = format!(
+            "SELECT sha256 FROM files WHERE owner = $1 AND path = $2{}",
+            self.db.locking()
+        );
+        let row: Option<(String,)> = sqlx::query_as(&sql)
+            .bind(owner.id())
+            .bind(path.as_str())
+            .fetch_optional(&mut *tx)
+            .await?;
+        Ok(row.and_then(|(hex,)| Digest::parse(&hex).ok()))
+    }
+
+    /// Remove the file `path` inside `tx`; the digest it named, or `None`
+    /// if it was absent.
+    pub(crate) async fn delete_file(
+        tx: &mut AnyConnection,
+        owner: Owner,
+        path: &FilePath,
+    ) -> Result<Option<Digest>, VolumeError> {
+        let gone: Option<(String,)> =
+            sqlx::query_as("DELETE FROM files WHERE owner = $1 AND path = $2 RETURNING sha256")
+                .bind(owner.id())
+                .bind(path.as_str())
+                .fetch_optional(tx)
+                .await?;
+        Ok(gone.and_then(|(hex,)| Digest::parse(&hex).ok()))
+    }
+
+    /// Remove every file and folder at or under `prefix` (from `prefix` to
+    /// its `upper` bound) inside `tx`: the digests the removed files named,
+    /// and how many files and folders went.
+    pub(crate) async fn delete_range(
+        tx: &mut AnyConnection,
+        owner: Owner,
+        prefix: &str,
+        upper: &str,
+    ) -> Result<(Vec<Digest>, u64), VolumeError> {
+        let files: Vec<(String,)> = sqlx::query_as(
+            "DELETE FROM files WHERE owner = $1 AND path >= $2 AND path < $3 RETURNING sha256",
+        )
+        .bind(owner.id())
+        .bind(prefix)
+        .bind(upper)
+        .fetch_all(&mut *tx)
+        .await?;
+        let folders =
+            sqlx::query("DELETE FROM folders WHERE owner = $1 AND path >= $2 AND path < $3")
+                .bind(owner.id())
+                .bind(prefix)
+                .bind(upper)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        let removed = files.len() as u64 + folders;
+        Ok((digests(files), removed))
+    }
+
+    /// Every digest some file names.
+    pub(crate) async fn referenced(&self) -> Result<HashSet<String>, VolumeError> {
+        let rows: Vec<(String,)> = sqlx::query_as("SELECT DISTINCT sha256 FROM files")
+            .fetch_all(self.db.pool())
+            .await?;
+        Ok(rows.into_iter().map(|(hex,)| hex).collect())
+    }
+
+    /// How many files name `digest`, read inside `tx` (after the ledger
+    /// locked the blob's row).
+    pub(crate) async fn references(
+        tx: &mut AnyConnection,
+        digest: &Digest,
+    ) -> Result<u64, VolumeError> {
+        let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM files WHERE sha256 = $1")
+            .bind(digest.as_str())
+            .fetch_one(tx)
+            .await?;
+        Ok(u64::try_from(count).unwrap_or_default())
+    }
+
+    /// Make the folder `prefix` (not the root); whether it was new.
+    pub(crate) async fn make_folder(
+        &self,
+        owner: Owner,
+        prefix: &Prefix,
+        now_ms: i64,
+    ) -> Result<bool, VolumeError> {
+        let made = sqlx::query(
+            "INSERT INTO folders (owner, path, created_ms) VALUES ($1, $2, $3)
+             ON CONFLICT (owner, path) DO NOTHING",
+        )
+        .bind(owner.id())
+        .bind(prefix.as_str())
+        .bind(now_ms)
+        .execute(self.db.pool())
+        .await?;
+        Ok(made.rows_affected() > 0)
+    }
+
+    /// When the folder `prefix` was made on purpose, if it was.
+    pub(crate) async fn folder_made(
+        &self,
+        owner: Owner,
+        prefix: &Prefix,
+    ) -> Result<Option<i64>, VolumeError> {
+        let made: Option<(i64,)> =
+            sqlx::query_as("SELECT created_ms FROM folders WHERE owner = $1 AND path = $2")
+                .bind(owner.id())
+                .bind(prefix.as_str())
+                .fetch_optional(self.db.pool())
+                .await?;
+        Ok(made.map(|(created_ms,)| created_ms))
+    }
+
+    /// When the folders among `keys` that were made on purpose were made
+    /// (a folder that only holds files has no date), keyed by folder.
+    pub(crate) async fn folders_made(
+        &self,
+        owner: Owner,
+        keys: &[String],
+    ) -> Result<std::collections::HashMap<String, i64>, VolumeError> {
+        let mut made = std::collections::HashMap::new();
+        for chunk in keys.chunks(KEYS_PER_QUERY) {
+            let sql = format!(
+                "SELECT path, created_ms FROM folders WHERE owner = $1 AND path IN ({})",
+                placeholders(chunk.len())
+            );
+            let mut query = sqlx::query_as::<_, (String, i64)>(&sql).bind(owner.id());
+            for key in chunk {
+                query = query.bind(key);
+            }
+            made.extend(query.fetch_all(self.db.pool()).await?);
+        }
+        Ok(made)
+    }
+
+    /// Remove `owner`'s whole tree inside `tx` (their user is going); the
+    /// blobs it named are released by the next garbage collection.
+    pub(crate) async fn delete_owner(
+        tx: &mut AnyConnection,
+        owner: Owner,
+    ) -> Result<(), VolumeError> {
+        for sql in [
+            "DELETE FROM files WHERE owner = $1",
+            "DELETE FROM folders WHERE owner = $1",
+        ] {
+            sqlx::query(sql).bind(owner.id()).execute(&mut *tx).await?;
+        }
+        Ok(())
+    }
+
+    /// Give the open tree's files and folders to `to` inside `tx`, unless
+    /// `to` holds a file at one of the same paths (`AlreadyExists`); how
+    /// many files moved. A folder both have stays `to`'s.
+    pub(crate) async fn adopt_open(tx: &mut AnyConnection, to: Owner) -> Result<u64, VolumeError> {
+        let clash: Option<(String,)> = sqlx::query_as(
+            "SELECT path FROM files WHERE owner = 0 AND path IN
+                 (SELECT path FROM files WHERE owner = $1) LIMIT 1",
+        )
+        .bind(to.id())
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some((path,)) = clash {
+            return Err(VolumeError::AlreadyExists(path));
+        }
+        let moved = sqlx::query("UPDATE files SET owner = $1 WHERE owner = 0")
+            .bind(to.id())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        for sql in [
+            "DELETE FROM folders WHERE owner = 0 AND path IN
+                 (SELECT path FROM folders WHERE owner = $1)",
+            "UPDATE folders SET owner = $1 WHERE owner = 0",
+        ] {
+            sqlx::query(sql).bind(to.id()).execute(&mut *tx).await?;
+        }
+        Ok(moved)
+    }
+}
+
+/// The distinct digests named by removed rows (`RETURNING sha256`).
+pub(crate) fn digests(rows: Vec<(String,)>) -> Vec<Digest> {
+    let mut digests: Vec<Digest> = rows
+        .into_iter()
+        .filter_map(|(hex,)| Digest::parse(&hex).ok())
+        .collect();
+    digests.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    digests.dedup();
+    digests
+}

@@ -1,0 +1,138 @@
+//! The ground floor: the types every module of the volume speaks in (a
+//! file's metadata, a listing, digests, whose tree a file is in, the
+//! index's clock). Nothing here touches the database or a blob store.
+
+use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::error::VolumeError;
+
+/// Everything the index knows about one stored file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileMeta {
+    pub path: String,
+    pub size: u64,
+    /// Lowercase hex SHA-256 of the content: its address and ETag.
+    pub sha256: String,
+    /// Lowercase hex BLAKE3 of the content, which downloads are verified
+    /// against (none for files stored before it was recorded).
+    #[serde(skip)]
+    pub blake3: Option<String>,
+    pub content_type: String,
+    /// Milliseconds since the Unix epoch.
+    pub created_ms: i64,
+    pub modified_ms: i64,
+}
+
+/// One row of a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    File(FileMeta),
+    /// A folder's full prefix, ending with `/`.
+    Folder(String),
+}
+
+impl Entry {
+    /// The full path of the file, or the folder's prefix.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::File(meta) => &meta.path,
+            Self::Folder(prefix) => prefix,
+        }
+    }
+}
+
+/// One page of a folder listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    pub entries: Vec<Entry>,
+    /// Pass as `after` for the next page; `None` on the last page.
+    pub next_after: Option<String>,
+}
+
+/// What an instance computed of an upload's bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Digests {
+    /// SHA-256: the content's address and ETag.
+    pub sha256: Digest,
+    /// BLAKE3: what downloads are verified against. Without it they are
+    /// verified by SHA-256.
+    pub blake3: Option<Digest>,
+}
+
+/// A validated 256-bit digest (SHA-256 or BLAKE3) in lowercase hex.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Digest(String);
+
+impl Digest {
+    pub fn parse(hex: &str) -> Result<Self, VolumeError> {
+        let valid = hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        if valid {
+            Ok(Self(hex.to_owned()))
+        } else {
+            Err(VolumeError::InvalidDigest(hex.chars().take(80).collect()))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Whose tree a file lives in: a user's, or the open tree that serves
+/// while no user exists. Every file operation names one, so no request
+/// reaches a file outside its caller's tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Owner(i64);
+
+impl Owner {
+    /// The tree of a gateway without users (loopback only).
+    pub const OPEN: Self = Self(0);
+
+    /// The tree of the user with this id.
+    pub fn user(id: UserId) -> Self {
+        Self(id.0)
+    }
+
+    /// The owner's id in the database: a user's id, or 0.
+    pub(crate) fn id(self) -> i64 {
+        self.0
+    }
+
+    /// The owner of the tree with database id `id`.
+    pub(crate) fn from_id(id: i64) -> Self {
+        Self(id)
+    }
+}
+
+/// A user's id in the database (never 0: that is [`Owner::OPEN`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UserId(pub(crate) i64);
+
+/// What a garbage collection (or the sweep at open) found and removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SweepReport {
+    /// Temp files of writes that never finished (at open only).
+    pub temp_files_removed: usize,
+    /// Blobs no file names any more: unrecorded ones older than the grace
+    /// period, stored ones whose removal never ran, removals left unfinished.
+    pub orphan_blobs_removed: usize,
+    /// Files whose blob is missing (logged; they read as an error).
+    pub files_missing_blobs: usize,
+}
+
+/// Milliseconds since the Unix epoch, the timestamps of the index.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or_default()
+}
