@@ -101,6 +101,7 @@ fn system_time(ms: i64) -> SystemTime {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -1,7 +1,7 @@
 //! `GET`, `HEAD`, `PUT`, `DELETE` and `MKCOL`: files through the file
 //! service (read and stored by instances), folders as rows.
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
@@ -12,10 +12,12 @@ use crate::common::answer::file_response;
 use crate::common::body::read_small_body;
 use crate::common::headers::{content_length, parse_if_none_match, parse_range};
 use crate::error::AppError;
+use crate::runtime::paced_body;
 use crate::service::{StoreOptions, Want};
 
 use super::target::{Target, href};
-use super::{Dav, MAX_XML_BODY, Read};
+use super::{Dav, MAX_XML_BODY, Read, Stopped};
+use quick_xml::escape::escape;
 
 /// Entries read per index page while listing a collection.
 pub(super) const LISTING_PAGE: u32 = 1000;
@@ -41,37 +43,10 @@ impl Dav<'_> {
         }
     }
 
-    /// A collection's `GET`: a plain HTML list of what it holds, written a
-    /// page of the listing at a time.
+    /// A collection's `GET`: a plain HTML list of what it holds, streamed
+    /// a page of the listing at a time (through the paced channel a
+    /// download takes, so a reader that stops is cut).
     async fn folder_page(&self, prefix: &Prefix, read: Read) -> Result<Response, AppError> {
-        use quick_xml::escape::escape;
-        let mut page = format!(
-            "<!doctype html><meta charset=\"utf-8\"><title>{0}</title><h1>{0}</h1><ul>",
-            escape(href(prefix.as_str()))
-        );
-        if read == Read::Content {
-            let mut after: Option<String> = None;
-            loop {
-                let listing = self
-                    .state
-                    .files
-                    .list_page(self.owner, prefix, after.as_deref(), LISTING_PAGE)
-                    .await?;
-                for entry in &listing.entries {
-                    let name = &entry.name()[prefix.as_str().len()..];
-                    page.push_str(&format!(
-                        "<li><a href=\"{}\">{}</a></li>",
-                        escape(href(entry.name())),
-                        escape(name)
-                    ));
-                }
-                match listing.next_after {
-                    Some(next) => after = Some(next),
-                    None => break,
-                }
-            }
-        }
-        page.push_str("</ul>");
         let headers = [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (
@@ -79,10 +54,47 @@ impl Dav<'_> {
                 "default-src 'none'; style-src 'unsafe-inline'",
             ),
         ];
-        Ok(match read {
-            Read::Content => (StatusCode::OK, headers, page).into_response(),
-            Read::Headers => (StatusCode::OK, headers).into_response(),
-        })
+        if read == Read::Headers {
+            return Ok((StatusCode::OK, headers).into_response());
+        }
+        let head = format!(
+            "<!doctype html><meta charset=\"utf-8\"><title>{0}</title><h1>{0}</h1><ul>",
+            escape(href(prefix.as_str()))
+        );
+        let (mut sender, page) = paced_body(self.state.files.pace());
+        let (files, owner, prefix) = (self.state.files.clone(), self.owner, prefix.clone());
+        tokio::spawn(async move {
+            let streamed = async {
+                sender.send(Bytes::from(head)).await?;
+                let mut after: Option<String> = None;
+                loop {
+                    let listing = files
+                        .list_page(owner, &prefix, after.as_deref(), LISTING_PAGE)
+                        .await?;
+                    let mut part = String::new();
+                    for entry in &listing.entries {
+                        let name = &entry.name()[prefix.as_str().len()..];
+                        part.push_str(&format!(
+                            "<li><a href=\"{}\">{}</a></li>",
+                            escape(href(entry.name())),
+                            escape(name)
+                        ));
+                    }
+                    sender.send(Bytes::from(part)).await?;
+                    match listing.next_after {
+                        Some(next) => after = Some(next),
+                        None => break,
+                    }
+                }
+                sender.send(Bytes::from_static(b"</ul>")).await?;
+                Ok::<_, Stopped>(())
+            };
+            if let Err(error) = streamed.await {
+                tracing::debug!(%error, "a folder page was cut short");
+                sender.abort();
+            }
+        });
+        Ok((StatusCode::OK, headers, page).into_response())
     }
 
     pub(super) async fn put(&self, target: &Target, body: Body) -> Result<Response, AppError> {

@@ -222,6 +222,15 @@ fn resource_state(node: &Node, key: &str, locks: &[DavLock]) -> ResourceState {
     }
 }
 
+/// Why a streamed answer stopped early.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Stopped {
+    #[error(transparent)]
+    Cut(#[from] crate::runtime::Cut),
+    #[error(transparent)]
+    Failed(#[from] AppError),
+}
+
 /// An XML answer with `status`.
 fn xml_answer(status: StatusCode, body: Vec<u8>) -> Response {
     (

@@ -27,7 +27,7 @@ use crate::service::FileService;
 use super::content::LISTING_PAGE;
 use super::target::{Target, href, key_of};
 use super::xml::{self, DAV, Document, PropName, Propfind};
-use super::{Dav, MAX_XML_BODY, xml_answer};
+use super::{Dav, MAX_XML_BODY, Stopped, xml_answer};
 
 /// Resources described per part of a streamed multistatus (their dead
 /// properties are read together).
@@ -154,15 +154,6 @@ impl Dav<'_> {
             document.finish("multistatus"),
         ))
     }
-}
-
-/// Why a streamed answer stopped early.
-#[derive(Debug, thiserror::Error)]
-enum Stopped {
-    #[error(transparent)]
-    Cut(#[from] crate::runtime::Cut),
-    #[error(transparent)]
-    Failed(#[from] AppError),
 }
 
 async fn send(sender: &mut PacedSender, bytes: Vec<u8>) -> Result<(), Stopped> {

@@ -7,12 +7,62 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use tokio::sync::mpsc;
 
-use super::host::Pace;
+/// How slow a client may be with a body, either way: silent for at most
+/// `stall`, and, past [`Pace::GRACE`], never slower on average than
+/// `min_rate` bytes per second (0: no minimum). A slow client holds an
+/// instance, so this bounds what a trickle can cost.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    pub stall: Duration,
+    pub min_rate: u64,
+}
+
+impl Pace {
+    /// Time any body gets before the minimum rate applies.
+    pub const GRACE: Duration = Duration::from_secs(10);
+
+    /// By when the next bytes must have moved, for a transfer that started
+    /// at `started` and has moved `moved` bytes; and why.
+    pub(super) fn deadline(&self, started: Instant, moved: u64) -> (Instant, Slowness) {
+        let stall = Instant::now() + self.stall;
+        if self.min_rate == 0 {
+            return (stall, Slowness::Silent(self.stall));
+        }
+        let earned = Duration::try_from_secs_f64(moved as f64 / self.min_rate as f64)
+            .unwrap_or(Duration::MAX);
+        let rate = started
+            .checked_add(Self::GRACE.saturating_add(earned))
+            .unwrap_or(stall);
+        if rate < stall {
+            (rate, Slowness::BelowRate(self.min_rate))
+        } else {
+            (stall, Slowness::Silent(self.stall))
+        }
+    }
+}
+
+/// Why a body's deadline passed.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Slowness {
+    Silent(Duration),
+    BelowRate(u64),
+}
+
+impl Slowness {
+    pub(super) fn describe(self, direction: &str) -> String {
+        match self {
+            Self::Silent(stall) => format!("the client {direction} nothing for {stall:?}"),
+            Self::BelowRate(rate) => {
+                format!("the client {direction} the body slower than {rate} bytes per second")
+            }
+        }
+    }
+}
 
 /// Chunks in flight between the producer and the socket.
 const CHANNEL_CHUNKS: usize = 2;
@@ -94,9 +144,8 @@ impl PacedSender {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
-    use std::time::Duration;
-
     use http_body_util::BodyExt as _;
 
     use super::*;
@@ -134,5 +183,30 @@ mod tests {
         sender.send(Bytes::from_static(b"part")).await.unwrap();
         sender.abort();
         assert!(reader.await.unwrap().is_err());
+    }
+
+    #[test]
+    fn a_body_must_keep_up_the_minimum_rate_after_the_grace() {
+        let pace = Pace {
+            stall: Duration::from_secs(60),
+            min_rate: 1000,
+        };
+        let started = Instant::now();
+        // Nothing moved yet: the grace, then the rate applies.
+        let (deadline, why) = pace.deadline(started, 0);
+        assert!(matches!(why, Slowness::BelowRate(1000)));
+        assert_eq!(deadline, started + Pace::GRACE);
+        // 5000 bytes earn five more seconds.
+        let (deadline, _) = pace.deadline(started, 5000);
+        assert_eq!(deadline, started + Pace::GRACE + Duration::from_secs(5));
+        // Far ahead of the rate, the stall timeout is what binds.
+        let (_, why) = pace.deadline(started, 10_000_000);
+        assert!(matches!(why, Slowness::Silent(_)));
+        // No minimum: only the stall timeout.
+        let open = Pace {
+            min_rate: 0,
+            ..pace
+        };
+        assert!(matches!(open.deadline(started, 0).1, Slowness::Silent(_)));
     }
 }
