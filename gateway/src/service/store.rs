@@ -1,13 +1,19 @@
-//! Storing a body as a file: the upload side of the service. A body is
-//! read from the client only once it holds an instance and its share of
-//! the memory budget; the instance hashes it as it comes (SHA-256, the
-//! content's address; BLAKE3, its verification) and the volume makes it
-//! durable before the answer. A declared body over the size limit or the
-//! caller's quota is refused before a byte of it is read.
+//! Storing a body as a file: the upload side of the service.
+//!
+//! An upload is a session: [`FileService::upload`] opens it and decides
+//! everything that can be decided before a byte is read (the locks, the
+//! size limit, what is left of the quota), then the body is sent, today in
+//! one request ([`UploadSession::send`]). A body is read from the client
+//! only once it holds an instance and its share of the memory budget; the
+//! instance hashes it as it comes (SHA-256, the content's address; BLAKE3,
+//! its verification) and the volume makes it durable before the answer.
+//! Uploads in parts over time (S3 multipart, tus) are sessions too: their
+//! parts are kept durably, and the file appears at its path only when the
+//! last part is in and the whole has passed through an instance.
 
 use axum::body::Body;
 
-use volume::{FileMeta, FilePath};
+use volume::{FileMeta, FilePath, Owner};
 
 use crate::auth::Caller;
 use crate::error::AppError;
@@ -27,10 +33,56 @@ pub(crate) struct StoreOptions {
     pub(crate) create_only: bool,
 }
 
+/// An upload that may go ahead: its checks passed; its body is next.
+#[derive(Debug)]
+pub(crate) struct UploadSession<'a> {
+    service: &'a FileService,
+    owner: Owner,
+    path: &'a FilePath,
+    options: StoreOptions,
+    /// The most bytes the body may have: the size limit, or what is left
+    /// of the quota if that is less.
+    limit: u64,
+}
+
+impl UploadSession<'_> {
+    /// Store `body` as the file: hashed by an instance, durable before
+    /// this returns.
+    pub(crate) async fn send(self, body: Body) -> Result<FileMeta, AppError> {
+        let Self {
+            service,
+            owner,
+            path,
+            options,
+            limit,
+        } = self;
+        let declared = options.declared;
+        // Wait for memory and an instance holding no body: until then the
+        // client is held by TCP back-pressure.
+        let lease = service
+            .pool
+            .lease(declared.map_or(BodySize::Unknown, BodySize::Known))
+            .await?;
+        let upload = Upload::new(body, declared, limit, service.volume.stage());
+        let request = StoreRequest {
+            path: path.as_str().to_owned(),
+            content_type: options.content_type,
+            create_only: options.create_only,
+        };
+        let max_body = service.max_body;
+        lease
+            .run(move |instance| Box::pin(instance.store(owner, request, upload)))
+            .await?
+            .map_err(|error| match AppError::from_handler(error, path.as_str()) {
+                // An undeclared body cut off at what the quota left.
+                AppError::BodyTooLarge { limit } if limit < max_body => quota_exceeded(limit),
+                other => other,
+            })
+    }
+}
+
 impl FileService {
-    /// Store `body` as `caller`'s file `path` (hashed by an instance,
-    /// durable before this returns). `tokens` are the lock tokens the
-    /// request submits: a lock on the file or its folder needs its token.
+    /// Store `body` as `caller`'s file `path`: an upload in one request.
     pub(crate) async fn store(
         &self,
         caller: &Caller,
@@ -39,6 +91,23 @@ impl FileService {
         options: StoreOptions,
         tokens: &LockTokens,
     ) -> Result<FileMeta, AppError> {
+        self.upload(caller, path, options, tokens)
+            .await?
+            .send(body)
+            .await
+    }
+
+    /// Open an upload of `caller`'s file `path`. `tokens` are the lock
+    /// tokens the request submits: a lock on the file or its folder needs
+    /// its token. A declared length over the size limit or what is left of
+    /// the quota is refused here, before a byte of the body is read.
+    pub(crate) async fn upload<'a>(
+        &'a self,
+        caller: &Caller,
+        path: &'a FilePath,
+        options: StoreOptions,
+        tokens: &LockTokens,
+    ) -> Result<UploadSession<'a>, AppError> {
         let owner = caller.owner();
         let parent = parent_key_of(path.as_str());
         self.check_locks(
@@ -61,28 +130,13 @@ impl FileService {
         {
             return Err(quota_exceeded(room));
         }
-        let limit = room.map_or(self.max_body, |room| room.min(self.max_body));
-        // Wait for memory and an instance holding no body: until then the
-        // client is held by TCP back-pressure.
-        let lease = self
-            .pool
-            .lease(declared.map_or(BodySize::Unknown, BodySize::Known))
-            .await?;
-        let upload = Upload::new(body, declared, limit, self.volume.stage());
-        let request = StoreRequest {
-            path: path.as_str().to_owned(),
-            content_type: options.content_type,
-            create_only: options.create_only,
-        };
-        let max_body = self.max_body;
-        lease
-            .run(move |instance| Box::pin(instance.store(owner, request, upload)))
-            .await?
-            .map_err(|error| match AppError::from_handler(error, path.as_str()) {
-                // An undeclared body cut off at what the quota left.
-                AppError::BodyTooLarge { limit } if limit < max_body => quota_exceeded(limit),
-                other => other,
-            })
+        Ok(UploadSession {
+            service: self,
+            owner,
+            path,
+            options,
+            limit: room.map_or(self.max_body, |room| room.min(self.max_body)),
+        })
     }
 
     /// The bytes `caller` may still store at `path` (their quota, less what
