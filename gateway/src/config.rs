@@ -1,5 +1,5 @@
 //! Gateway configuration: every flag is also an environment variable, and
-//! every default is written down here (and in the README's table).
+//! every default is written down here (and in docs/configuration.md).
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Parser;
 use estimator::Warmup;
 
-use volume::{BlobUrl, DatabaseUrl, VolumeConfig};
+use volume::{BlobUrl, DatabaseUrl, S3Settings, VolumeConfig};
 
 use crate::pool::Dispatch;
 use crate::recycler::{Method, Mode};
@@ -47,6 +47,12 @@ pub struct Config {
     /// Default: blobs/ in --data-dir.
     #[arg(long, env = "WASM_STORAGE_BLOB_STORE")]
     pub blob_store: Option<BlobUrl>,
+
+    /// S3 settings that override the `AWS_*` environment variables: for an
+    /// embedding program (the tests) that runs gateways on several S3
+    /// servers in one process. Not a flag.
+    #[arg(skip)]
+    pub s3: S3Settings,
 
     /// A blob in the store that no row records is collected once it is
     /// this old (younger, an upload on some gateway may be about to record
@@ -306,6 +312,7 @@ impl Config {
         if let Some(blobs) = &self.blob_store {
             volume.blobs = blobs.clone();
         }
+        volume.s3 = self.s3.clone();
         volume.orphan_grace = self.orphan_grace;
         volume.removal_lease = self.removal_lease;
         volume

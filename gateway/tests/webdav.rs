@@ -2,7 +2,8 @@
 //! `litmus` (every test of its five groups must pass) and `rclone` (a tree
 //! copied up, checked, synced back down byte for byte, and read through the
 //! REST API), both against a real gateway with a user signing in by HTTP
-//! Basic. Plus the protocol's corners litmus leaves alone.
+//! Basic, on both backends: SQLite + a directory, and PostgreSQL + S3
+//! (SeaweedFS). Plus the protocol's corners litmus leaves alone.
 
 #![allow(clippy::unwrap_used)]
 
@@ -47,8 +48,45 @@ async fn run(mut command: Command, limit: Duration) -> Output {
     .unwrap()
 }
 
-async fn server_with_user(name: &str) -> TestServer {
-    let server = TestServer::start(|_| {}).await;
+/// Where a test gateway keeps its files.
+enum Backend {
+    /// The embedded default: SQLite and a local directory.
+    SqliteLocal,
+    /// What a scale-out shares: a real PostgreSQL and a real S3 server,
+    /// started for the test and stopped by PID when it ends.
+    PostgresS3(Box<(testsupport::Postgres, testsupport::Seaweed)>),
+}
+
+impl Backend {
+    async fn postgres_s3() -> Self {
+        tokio::task::spawn_blocking(|| {
+            Self::PostgresS3(Box::new((
+                testsupport::Postgres::start().unwrap(),
+                testsupport::Seaweed::start("webdav").unwrap(),
+            )))
+        })
+        .await
+        .unwrap()
+    }
+
+    fn configure(&self, config: &mut gateway::config::Config) {
+        if let Self::PostgresS3(servers) = self {
+            let (postgres, seaweed) = &**servers;
+            config.database_url = Some(postgres.url("postgres").parse().unwrap());
+            config.blob_store = Some(format!("s3://{}/blobs", seaweed.bucket()).parse().unwrap());
+            config.s3 = volume::S3Settings {
+                endpoint: Some(seaweed.endpoint()),
+                region: Some(seaweed.region().to_owned()),
+                access_key_id: Some(seaweed.access_key().to_owned()),
+                secret_access_key: Some(seaweed.secret_key().to_owned()),
+                allow_http: Some(true),
+            };
+        }
+    }
+}
+
+async fn server_with_user(name: &str, backend: &Backend) -> TestServer {
+    let server = TestServer::start(|config| backend.configure(config)).await;
     server.add_user(name, PASSWORD, false, None).await;
     server
 }
@@ -62,8 +100,17 @@ fn basic(name: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn litmus_passes_every_test_of_its_five_groups() {
-    let server = server_with_user("litmus").await;
+async fn litmus_passes_every_test_of_its_five_groups_on_sqlite() {
+    litmus_passes_every_test_of_its_five_groups(&Backend::SqliteLocal).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn litmus_passes_every_test_of_its_five_groups_on_postgres_s3() {
+    litmus_passes_every_test_of_its_five_groups(&Backend::postgres_s3().await).await;
+}
+
+async fn litmus_passes_every_test_of_its_five_groups(backend: &Backend) {
+    let server = server_with_user("litmus", backend).await;
     // litmus writes its debug.log and child.log where it runs.
     let logs = tempfile::tempdir().unwrap();
     let mut command = Command::new("litmus");
@@ -142,8 +189,17 @@ async fn rclone(config: &Path, args: &[&str]) -> Output {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rclone_copies_a_tree_up_checks_it_and_syncs_it_back_down() {
-    let server = server_with_user("alice").await;
+async fn rclone_copies_a_tree_up_checks_it_and_syncs_it_back_down_on_sqlite() {
+    rclone_copies_a_tree_up_checks_it_and_syncs_it_back_down(&Backend::SqliteLocal).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rclone_copies_a_tree_up_checks_it_and_syncs_it_back_down_on_postgres_s3() {
+    rclone_copies_a_tree_up_checks_it_and_syncs_it_back_down(&Backend::postgres_s3().await).await;
+}
+
+async fn rclone_copies_a_tree_up_checks_it_and_syncs_it_back_down(backend: &Backend) {
+    let server = server_with_user("alice", backend).await;
     let work = tempfile::tempdir().unwrap();
     let up = work.path().join("up");
     let down = work.path().join("down");
