@@ -13,7 +13,7 @@ use gateway::budget::MemoryBudget;
 use gateway::config::Config;
 use gateway::pool::ReplaceReason;
 use gateway::procstat::ProcessMemory;
-use gateway::runtime::bindings::exports::wasm_storage::storage::handler::FetchRequest;
+use gateway::runtime::FetchRequest;
 use gateway::runtime::{BUILTIN_GUEST, HandlerKind, Runtime, RuntimeLimits};
 use rand::RngCore;
 use tokio::net::TcpListener;
