@@ -13,7 +13,8 @@ use estimator::{Sample, Warmup};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::experiment::{ArmResult, Report, SuiteReport};
+use crate::experiment::{ArmResult, Report};
+use crate::suite::SuiteReport;
 
 const FONT: &str = "sans-serif";
 const FONT_BYTES: &[u8] = include_bytes!("../assets/DejaVuSansMono.ttf");

@@ -6,6 +6,8 @@
 //!   concurrency or a rate, with HDR latency percentiles.
 //! - [`experiment`]: the paper's experiment, arm by arm, each against a
 //!   fresh gateway process (`loadgen serve`).
+//! - [`suite`]: `loadgen policy`: the workloads × concurrency × arms
+//!   behind the estimator's defaults, each cell an experiment.
 //! - [`figures`]: the experiment's figures as PNG and SVG.
 //! - [`memory`]: `burst` and `soak`: the gateway process's memory (peak,
 //!   after a burst, after replacing every instance, over a long run).
@@ -20,3 +22,4 @@ pub mod experiment;
 pub mod figures;
 pub mod load;
 pub mod memory;
+pub mod suite;

@@ -8,6 +8,7 @@ use loadgen::corpus::{self, SizeDistribution};
 use loadgen::experiment::{self, Plan};
 use loadgen::load::{self, Op, RunSpec, Stop, Workload};
 use loadgen::memory;
+use loadgen::suite;
 
 #[derive(Debug, Parser)]
 #[command(name = "loadgen", version, about = "Load generator for wasm-storage")]
@@ -259,7 +260,7 @@ async fn main() -> anyhow::Result<()> {
             let text = std::fs::read(&json)?;
             std::fs::create_dir_all(&out)?;
             // A policy suite's report, or one experiment's.
-            let figures = match serde_json::from_slice::<experiment::SuiteReport>(&text) {
+            let figures = match serde_json::from_slice::<suite::SuiteReport>(&text) {
                 Ok(suite) => loadgen::figures::draw_suite(&suite, &out)?,
                 Err(_) => {
                     let report: experiment::Report = serde_json::from_slice(&text)?;
@@ -296,13 +297,13 @@ async fn main() -> anyhow::Result<()> {
             json,
         } => {
             let exe = std::env::current_exe()?;
-            let cells: Vec<_> = experiment::policy_suite(quick)
+            let cells: Vec<_> = suite::policy_suite(quick)
                 .into_iter()
                 .filter(|cell| only.is_empty() || only.contains(&cell.workload.to_string()))
                 .collect();
             let mut reports = Vec::new();
             for cell in &cells {
-                let done = experiment::run_cell(&exe, cell, &out).await?;
+                let done = suite::run_cell(&exe, cell, &out).await?;
                 println!(
                     "\n### {} sizes, concurrency {}\n",
                     done.workload, done.concurrency
@@ -311,7 +312,7 @@ async fn main() -> anyhow::Result<()> {
                 reports.push(done);
                 // Written after every cell, so a long run keeps what it has.
                 if let Some(path) = &json {
-                    let suite = experiment::SuiteReport {
+                    let suite = suite::SuiteReport {
                         cells: reports.clone(),
                     };
                     std::fs::write(path, serde_json::to_vec_pretty(&suite)?)?;
