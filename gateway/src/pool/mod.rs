@@ -17,21 +17,23 @@
 //! - [`dispatch`]: which idle instance a request gets.
 //! - [`admission`]: what a request reserves, and the bounded wait queue.
 //! - [`lease`]: an instance checked out, and the work run on it.
+//! - [`instance`]: one instance's figures, shared with the pool, and the
+//!   snapshot the admin API shows.
 //! - [`footprints`]: what each request needed, recorded at check-in.
 //! - [`recycling`]: whether an instance is kept or replaced, and why; pure.
 
 pub mod admission;
 pub mod dispatch;
 pub mod footprints;
+pub mod instance;
 pub mod lease;
 pub mod recycling;
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use tokio::sync::{Semaphore, TryAcquireError};
 
 pub use admission::BodySize;
@@ -39,12 +41,14 @@ use admission::QueueSlot;
 pub use dispatch::Dispatch;
 use estimator::Footprint;
 pub use footprints::FootprintLog;
+use instance::{Instance, InstanceInfo};
+pub use instance::{InstanceState, InstanceStatus};
 pub use lease::{Answer, Lease};
 pub use recycling::ReplaceReason;
 use recycling::{Decision, Limits, Occasion, Record};
 
 use crate::budget::{MemoryBudget, Reservation};
-use crate::runtime::{CallFailure, HandlerInstance, Runtime};
+use crate::runtime::{CallFailure, Runtime};
 
 /// How the dispatcher queues requests and when instances may be recycled.
 #[derive(Debug, Clone)]
@@ -85,91 +89,6 @@ pub enum DispatchError {
     Failed(#[from] CallFailure),
     #[error("the instance's task ended without an answer")]
     Lost,
-}
-
-/// What an instance is doing, as shown by the admin API.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum InstanceState {
-    Idle,
-    Busy,
-    /// Gets no new requests; replaced as soon as it is idle.
-    Draining,
-}
-
-/// The figures of one instance, shared between the pool and the instance.
-#[derive(Debug)]
-struct InstanceInfo {
-    id: u64,
-    created: Instant,
-    /// Linear-memory bytes, kept exact by the instance's limiter.
-    memory: Arc<AtomicU64>,
-    requests: AtomicU64,
-    busy: AtomicBool,
-    /// Set when the instance must take no new request; says why.
-    drain: Mutex<Option<ReplaceReason>>,
-    /// Its last request took it over the threshold, but the recycling cap
-    /// was full: the next `enforce` replaces it for `Threshold`.
-    held_back: AtomicBool,
-}
-
-impl InstanceInfo {
-    fn drain_reason(&self) -> Option<ReplaceReason> {
-        *self
-            .drain
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Mark draining for `reason`; false if it was draining already.
-    fn start_draining(&self, reason: ReplaceReason) -> bool {
-        let mut drain = self
-            .drain
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if drain.is_some() {
-            return false;
-        }
-        *drain = Some(reason);
-        true
-    }
-
-    fn stop_draining(&self) {
-        *self
-            .drain
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
-    }
-
-    fn memory_bytes(&self) -> u64 {
-        self.memory.load(Ordering::Relaxed)
-    }
-
-    /// What the recycling decision looks at, as it is now.
-    fn record(&self) -> Record {
-        Record {
-            memory_bytes: self.memory_bytes(),
-            requests: self.requests.load(Ordering::Relaxed),
-            held_back: self.held_back.load(Ordering::Relaxed),
-            draining: self.drain_reason(),
-        }
-    }
-}
-
-/// A snapshot of one instance.
-#[derive(Debug, Clone, Serialize)]
-pub struct InstanceStatus {
-    pub id: u64,
-    pub state: InstanceState,
-    pub memory_bytes: u64,
-    pub requests: u64,
-    pub age_ms: u64,
-}
-
-#[derive(Debug)]
-struct Instance {
-    info: Arc<InstanceInfo>,
-    handler: HandlerInstance,
 }
 
 /// How a leased instance comes back.
@@ -561,15 +480,10 @@ impl Pool {
 
     async fn create(&self) -> wasmtime::Result<Instance> {
         let handler = self.runtime.instantiate().await?;
-        let info = Arc::new(InstanceInfo {
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            created: Instant::now(),
-            memory: handler.memory_gauge(),
-            requests: AtomicU64::new(0),
-            busy: AtomicBool::new(false),
-            drain: Mutex::new(None),
-            held_back: AtomicBool::new(false),
-        });
+        let info = Arc::new(InstanceInfo::new(
+            self.next_id.fetch_add(1, Ordering::Relaxed),
+            handler.memory_gauge(),
+        ));
         self.baseline.store(info.memory_bytes(), Ordering::Relaxed);
         self.lock().live.insert(info.id, info.clone());
         Ok(Instance { info, handler })
@@ -613,20 +527,7 @@ impl Pool {
         self.lock()
             .live
             .values()
-            .map(|info| InstanceStatus {
-                id: info.id,
-                state: if info.drain_reason().is_some() {
-                    InstanceState::Draining
-                } else if info.busy.load(Ordering::Relaxed) {
-                    InstanceState::Busy
-                } else {
-                    InstanceState::Idle
-                },
-                memory_bytes: info.memory_bytes(),
-                requests: info.requests.load(Ordering::Relaxed),
-                age_ms: u64::try_from(now.duration_since(info.created).as_millis())
-                    .unwrap_or(u64::MAX),
-            })
+            .map(|info| info.status(now))
             .collect()
     }
 
