@@ -9,9 +9,12 @@
 //!
 //! Layout:
 //! - `mod.rs`: the task, the sampling, the admin view and run-time changes.
-//! - [`threshold`]: the threshold's policy: modes, methods, calibration
-//!   progress and the threshold, pure and unit-tested with virtual time.
+//! - [`settings`]: what the operator chooses (mode, method, α, restart
+//!   budget, fixed threshold), how a change applies, why one is refused.
+//! - [`threshold`]: the threshold's policy: calibration progress and the
+//!   threshold each step gives, pure and unit-tested with virtual time.
 
+pub mod settings;
 pub mod threshold;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -22,10 +25,8 @@ use serde::Serialize;
 use tokio::sync::watch;
 use volume::{ProcessSample, Volume, VolumeError};
 
-pub use threshold::{
-    Calibration, Method, Mode, Policy, PolicyConfig, Progress, Settings, SettingsChange,
-    SettingsError, ThresholdEstimate,
-};
+pub use settings::{Method, Mode, Settings, SettingsChange, SettingsError};
+pub use threshold::{Calibration, Policy, PolicyConfig, Progress, ThresholdEstimate};
 
 use crate::pool::{Pool, ReplaceReason};
 use crate::procstat::ProcessMemory;

@@ -1,0 +1,343 @@
+//! The threshold's policy over virtual time: simulated requests and
+//! samples, no clock, no pool.
+
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::recycler::settings::Method;
+
+const MIB: u64 = 1 << 20;
+const FRESH: u64 = MIB;
+
+fn config() -> PolicyConfig {
+    PolicyConfig {
+        warmup: Warmup::Stable(2),
+        min_requests: 32,
+        footprint_window: 1000,
+        calibration_instances: 2,
+        calibration_samples: 3,
+        calibration_requests: 5,
+        rolling_window_ms: 60_000,
+        floor_margin: 256 * 1024,
+    }
+}
+
+fn settings(mode: Mode, method: Method) -> Settings {
+    Settings {
+        mode,
+        method,
+        alpha: 0.05,
+        restart_budget: 0.01,
+        fixed_threshold: None,
+    }
+}
+
+/// A virtual pool: one instance under `mru` at concurrency 1, serving
+/// requests whose footprints are given, replaced when the policy's
+/// threshold says so. Returns the policy, the thresholds after each
+/// request and the restarts.
+struct Simulation {
+    policy: Policy,
+    memory: u64,
+    footprints: Vec<Footprint>,
+    now_ms: i64,
+    threshold: Option<u64>,
+    restarts: u64,
+}
+
+impl Simulation {
+    fn new(mode: Mode, method: Method) -> Self {
+        Self {
+            policy: Policy::new(config(), settings(mode, method), 0).unwrap(),
+            memory: FRESH,
+            footprints: Vec::new(),
+            now_ms: 0,
+            threshold: None,
+            restarts: 0,
+        }
+    }
+
+    /// Serve one request needing `need` bytes, then step the policy
+    /// (as the shell does every few requests; here every request).
+    fn serve(&mut self, need: u64) {
+        self.now_ms += 100;
+        let before = self.memory;
+        self.memory = self.memory.max(need);
+        self.footprints
+            .push(Footprint::observed(before, self.memory));
+        if self.threshold.is_some_and(|t| self.memory > t) {
+            self.memory = FRESH;
+            self.restarts += 1;
+        }
+        let window = self.footprints.len().saturating_sub(1000);
+        self.threshold = self.policy.step(&Observed {
+            now_ms: self.now_ms,
+            baseline_bytes: FRESH,
+            samples: &[],
+            served: &[],
+            footprints: &self.footprints[window..],
+            requests_recorded: self.footprints.len() as u64,
+        });
+    }
+}
+
+/// Sizes 1.1..=2 MiB in a fixed shuffle, with one in `rare` of 100 MiB.
+fn small(i: u64) -> u64 {
+    FRESH + (i * 7919 % 1000 + 100) * MIB / 1000
+}
+
+#[test]
+fn restart_budget_engages_after_min_requests_at_concurrency_one() {
+    let mut sim = Simulation::new(Mode::Rolling, Method::RestartBudget);
+    for i in 0..31 {
+        sim.serve(small(i));
+        assert_eq!(sim.threshold, None, "request {i}");
+    }
+    assert!(matches!(
+        sim.policy.calibration(),
+        Calibration::Collecting {
+            progress: Progress::Requests {
+                seen: 31,
+                needed: 32
+            },
+            ..
+        }
+    ));
+    sim.serve(small(31));
+    let threshold = sim.threshold.expect("a threshold from the 32nd request");
+    assert!(threshold < 100 * MIB);
+    // One rare large request: its instance is replaced at once.
+    sim.serve(100 * MIB);
+    assert_eq!(sim.restarts, 1);
+    assert_eq!(sim.memory, FRESH);
+}
+
+#[test]
+fn restart_rate_stays_within_the_budget() {
+    let mut sim = Simulation::new(Mode::Rolling, Method::RestartBudget);
+    for i in 0..5000 {
+        sim.serve(small(i));
+    }
+    let rate = sim.restarts as f64 / 5000.0;
+    assert!(rate <= 0.012, "restart rate {rate}");
+    assert!(rate > 0.0, "restart rate {rate}");
+}
+
+#[test]
+fn the_threshold_follows_drift_up_with_a_bounded_lag() {
+    let mut sim = Simulation::new(Mode::Rolling, Method::RestartBudget);
+    let first = {
+        for i in 0..1000 {
+            sim.serve(small(i));
+        }
+        sim.threshold.unwrap()
+    };
+    let restarts_before = sim.restarts;
+    for i in 1000..5000 {
+        // Sizes creep up by a fifth over the next 4000 requests.
+        let drift = 1.0 + 0.2 * (i - 1000) as f64 / 4000.0;
+        sim.serve((small(i) as f64 * drift) as u64);
+    }
+    let threshold = sim.threshold.unwrap();
+    assert!(
+        threshold as f64 > first as f64 * 1.15,
+        "{first} → {threshold}"
+    );
+    // The window lags the drift by half its length: more restarts than
+    // the budget, but bounded (see the README's drift workload).
+    let rate = (sim.restarts - restarts_before) as f64 / 4000.0;
+    assert!(rate <= 0.05, "restart rate {rate} under drift");
+}
+
+#[test]
+fn the_threshold_rises_at_once_and_lowers_only_after_a_hold() {
+    let config = PolicyConfig {
+        footprint_window: 200,
+        ..config()
+    };
+    let mut policy =
+        Policy::new(config, settings(Mode::Rolling, Method::RestartBudget), 0).unwrap();
+    let mut footprints = Vec::new();
+    let step = |policy: &mut Policy, footprints: &[Footprint]| {
+        let window = footprints.len().saturating_sub(200);
+        policy.step(&Observed {
+            footprints: &footprints[window..],
+            requests_recorded: footprints.len() as u64,
+            ..observed(0, &[], &[])
+        })
+    };
+    footprints.extend([Footprint::Grew(2 * MIB); 200]);
+    assert_eq!(step(&mut policy, &footprints), Some(2 * MIB));
+    // Three large footprints in 200 are over the 1 % budget: up at once.
+    footprints.extend([Footprint::Grew(50 * MIB); 3]);
+    assert_eq!(step(&mut policy, &footprints), Some(50 * MIB));
+    // They leave the window: the estimate falls, the threshold holds
+    // for 1 / budget = 100 requests, then follows.
+    footprints.extend([Footprint::Grew(2 * MIB); 203]);
+    assert_eq!(step(&mut policy, &footprints), Some(50 * MIB));
+    footprints.extend([Footprint::Grew(2 * MIB); 99]);
+    assert_eq!(step(&mut policy, &footprints), Some(50 * MIB));
+    footprints.push(Footprint::Grew(2 * MIB));
+    assert_eq!(step(&mut policy, &footprints), Some(2 * MIB));
+    // A window where every request fit where it ran says nothing about
+    // a lower threshold: the one in force stays.
+    footprints.extend([Footprint::Within(2 * MIB); 400]);
+    assert_eq!(step(&mut policy, &footprints), Some(2 * MIB));
+}
+
+#[test]
+fn calibrate_freezes_the_first_restart_budget_threshold() {
+    let mut sim = Simulation::new(Mode::Calibrate, Method::RestartBudget);
+    for i in 0..40 {
+        sim.serve(small(i));
+    }
+    let frozen = sim.threshold.unwrap();
+    for i in 0..200 {
+        sim.serve(small(i) * 2);
+    }
+    assert_eq!(sim.threshold, Some(frozen));
+    assert!(matches!(
+        sim.policy.calibration(),
+        Calibration::Engaged { .. }
+    ));
+}
+
+fn samples(instances: &[(u64, u64)], rounds: i64) -> Vec<Sample> {
+    (0..rounds)
+        .flat_map(|round| {
+            instances.iter().map(move |&(instance, bytes)| Sample {
+                timestamp_ms: round * 1000,
+                instance,
+                bytes,
+            })
+        })
+        .collect()
+}
+
+fn observed<'a>(now_ms: i64, samples: &'a [Sample], served: &'a [(u64, u64)]) -> Observed<'a> {
+    Observed {
+        now_ms,
+        baseline_bytes: FRESH,
+        samples,
+        served,
+        footprints: &[],
+        requests_recorded: 0,
+    }
+}
+
+#[test]
+fn median_methods_use_the_instances_that_served_and_wait_for_no_other() {
+    let mut policy = Policy::new(config(), settings(Mode::Calibrate, Method::CiMean), 0).unwrap();
+    assert_eq!(policy.samples_window(5000), Some((0, 5000)));
+    // Sixteen instances; only 1 and 2 ever served (mru at low load).
+    let memory: Vec<(u64, u64)> = (1..=16)
+        .map(|id| (id, if id <= 2 { 4 * MIB + id * MIB } else { FRESH }))
+        .collect();
+    let all = samples(&memory, 5);
+    let mut served: Vec<(u64, u64)> = (1..=16).map(|id| (id, 0)).collect();
+    served[0].1 = 10;
+    assert_eq!(policy.step(&observed(5000, &all, &served)), None);
+    assert!(matches!(
+        policy.calibration(),
+        Calibration::Collecting {
+            progress: Progress::Instances {
+                ready: 1,
+                needed: 2
+            },
+            ..
+        }
+    ));
+    served[1].1 = 10;
+    let threshold = policy.step(&observed(6000, &all, &served)).unwrap();
+    assert!(threshold > 5 * MIB, "threshold {threshold}");
+    match policy.calibration() {
+        Calibration::Engaged {
+            evidence: Evidence::Samples { instances, .. },
+            ..
+        } => assert_eq!(instances, &BTreeSet::from([1, 2])),
+        other => panic!("not engaged: {other:?}"),
+    }
+    // Frozen: no more samples needed, the same threshold.
+    assert_eq!(policy.samples_window(7000), None);
+    assert_eq!(policy.step(&observed(7000, &[], &served)), Some(threshold));
+    // A change of method asks for the same evidence again.
+    let change = SettingsChange {
+        method: Some(Method::Prediction),
+        ..SettingsChange::default()
+    };
+    assert_eq!(policy.change(&change, 8000, 0), Ok(Some((0, 6000))));
+    policy.reestimate(&all, FRESH).unwrap();
+    assert!(policy.current().unwrap().threshold_bytes() > threshold);
+}
+
+#[test]
+fn rolling_medians_never_go_below_the_calibrated_threshold() {
+    let mut policy = Policy::new(config(), settings(Mode::Rolling, Method::Quantile), 0).unwrap();
+    let grown = samples(&[(1, 6 * MIB), (2, 8 * MIB)], 5);
+    let served = [(1, 10), (2, 10)];
+    let calibrated = policy.step(&observed(5000, &grown, &served)).unwrap();
+    // Restarts pulled every median down to a fresh instance.
+    let fresh = samples(&[(3, FRESH), (4, FRESH)], 5);
+    assert_eq!(
+        policy.samples_window(100_000),
+        Some((100_000 - 60_000, 100_000))
+    );
+    assert_eq!(
+        policy.step(&observed(100_000, &fresh, &served)),
+        Some(calibrated)
+    );
+}
+
+#[test]
+fn changes_are_validated_and_recalibrate_on_request() {
+    let mut policy =
+        Policy::new(config(), settings(Mode::Rolling, Method::RestartBudget), 0).unwrap();
+    let bad = SettingsChange {
+        restart_budget: Some(1.5),
+        ..SettingsChange::default()
+    };
+    assert_eq!(
+        policy.change(&bad, 0, 0),
+        Err(SettingsError::RestartBudget(1.5))
+    );
+    let bad = SettingsChange {
+        alpha: Some(0.0),
+        ..SettingsChange::default()
+    };
+    assert_eq!(policy.change(&bad, 0, 0), Err(SettingsError::Alpha(0.0)));
+    // A refused change leaves the settings as they were.
+    assert_eq!(
+        policy.settings(),
+        settings(Mode::Rolling, Method::RestartBudget)
+    );
+    let fixed = SettingsChange {
+        threshold: Some(8 * MIB),
+        ..SettingsChange::default()
+    };
+    assert_eq!(policy.change(&fixed, 0, 0), Ok(None));
+    assert_eq!(policy.settings().mode, Mode::Fixed);
+    assert_eq!(policy.calibration(), &Calibration::Unused);
+    assert_eq!(policy.step(&observed(0, &[], &[])), Some(8 * MIB));
+    let again = SettingsChange {
+        mode: Some(Mode::Calibrate),
+        ..SettingsChange::default()
+    };
+    assert_eq!(policy.change(&again, 10, 500), Ok(None));
+    assert!(matches!(
+        policy.calibration(),
+        Calibration::Collecting { since_ms: 10, .. }
+    ));
+    // Counting starts again from the 500th request.
+    let footprints = vec![Footprint::Grew(2 * MIB); 520];
+    let step = Observed {
+        footprints: &footprints,
+        requests_recorded: 520,
+        ..observed(20, &[], &[])
+    };
+    assert_eq!(policy.step(&step), None);
+    assert!(policy.problem().is_none());
+    assert_eq!(
+        Policy::new(config(), settings(Mode::Fixed, Method::CiMean), 0).err(),
+        Some(SettingsError::FixedWithoutThreshold)
+    );
+}
