@@ -1,6 +1,8 @@
 //! What WebDAV asks of a volume: trees copied and moved as rows, dead
 //! properties (and what they count against the quota), locks.
 
+use std::sync::Arc;
+
 use super::*;
 
 async fn webdav_copies_and_moves_trees_as_rows(backend: &Backend) {
@@ -311,8 +313,139 @@ async fn moves_deletes_and_forgets_interleave_on_one_connection(backend: &Backen
     }
 }
 
+/// Dead properties count against their owner's quota as files do (the
+/// bytes of namespace, name and value): a change that would pass it is
+/// refused whole, an upload and a copy weigh them, and removing them, or
+/// the file they are on, frees their bytes.
+async fn properties_count_against_the_quota(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let dav = volume.webdav();
+    let erin = add_user(&volume, "erin", Some(1000)).await.owner();
+    let usage = || async { volume.accounts().usage(erin).await.unwrap() };
+    put_as(&volume, erin, "a", &[1; 600]).await.unwrap();
+    put_as(&volume, erin, "empty", b"").await.unwrap();
+    // "urn:x" + "p" + 300: 306 bytes.
+    let p = set("urn:x", "p", &"v".repeat(300));
+    dav.change_properties(erin, "empty", &[p]).await.unwrap();
+    assert_eq!(usage().await, 906);
+    // 11 bytes, then 206 past the quota: neither is kept.
+    let refused = dav
+        .change_properties(
+            erin,
+            "empty",
+            &[
+                set("urn:x", "q", "small"),
+                set("urn:x", "r", &"v".repeat(200)),
+            ],
+        )
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(VolumeError::QuotaExceeded {
+                quota: 1000,
+                used: 906,
+                size: 217
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(properties_at(&dav, erin, "empty").await.len(), 1);
+    assert_eq!(usage().await, 906);
+    // An upload weighs the properties too.
+    let refused = put_as(&volume, erin, "b", &[2; 100]).await;
+    assert!(
+        matches!(
+            refused,
+            Err(VolumeError::QuotaExceeded {
+                quota: 1000,
+                used: 906,
+                size: 100
+            })
+        ),
+        "{refused:?}"
+    );
+    // A smaller value frees bytes: 600 + 10.
+    let tiny = set("urn:x", "p", "tiny");
+    dav.change_properties(erin, "empty", &[tiny]).await.unwrap();
+    assert_eq!(usage().await, 610);
+    put_as(&volume, erin, "b", &[2; 100]).await.unwrap();
+    // Deleting a file takes its properties along: 600 + 100.
+    volume.delete(erin, &path("empty")).await.unwrap();
+    assert_eq!(usage().await, 700);
+    // A copy counts the properties it copies: 100 + 156 more is too much.
+    let on_b = set("urn:x", "b", &"v".repeat(150));
+    dav.change_properties(erin, "b", &[on_b]).await.unwrap();
+    assert_eq!(usage().await, 856);
+    let refused = volume
+        .copy_node(erin, &path("b"), &path("c"), webdav::Depth::Infinity, false)
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(VolumeError::QuotaExceeded {
+                quota: 1000,
+                used: 856,
+                size: 256
+            })
+        ),
+        "{refused:?}"
+    );
+    let remove = webdav::PropertyChange::Remove {
+        namespace: "urn:x".into(),
+        name: "b".into(),
+    };
+    dav.change_properties(erin, "b", &[remove]).await.unwrap();
+    assert_eq!(usage().await, 700);
+    volume
+        .copy_node(erin, &path("b"), &path("c"), webdav::Depth::Infinity, false)
+        .await
+        .unwrap();
+    assert_eq!(usage().await, 800);
+    // The open tree has no quota.
+    let big = set("urn:x", "big", &"v".repeat(4096));
+    dav.change_properties(Owner::OPEN, "anything", &[big])
+        .await
+        .unwrap();
+}
+
+/// Property changes racing on one owner are weighed one at a time (each
+/// takes the owner's user row first, as an upload does): together they
+/// never take the owner past the quota.
+async fn concurrent_property_changes_never_pass_the_quota(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let fay = add_user(&volume, "fay", Some(1000)).await.owner();
+    let volume = Arc::new(volume);
+    // 206 bytes each: four fit, the fifth would not.
+    let changes: Vec<_> = (0..10)
+        .map(|n| {
+            let volume = volume.clone();
+            tokio::spawn(async move {
+                let property = set("urn:x", "p", &"v".repeat(200));
+                let key = format!("file{n}");
+                volume
+                    .webdav()
+                    .change_properties(fay, &key, &[property])
+                    .await
+            })
+        })
+        .collect();
+    let mut granted = 0;
+    for change in changes {
+        match change.await.unwrap() {
+            Ok(()) => granted += 1,
+            Err(VolumeError::QuotaExceeded { .. }) => {}
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert_eq!(granted, 4);
+    assert_eq!(volume.accounts().usage(fay).await.unwrap(), 4 * 206);
+}
+
 suite!(
     webdav_copies_and_moves_trees_as_rows,
     webdav_locks_conflict_refresh_and_expire,
     moves_deletes_and_forgets_interleave_on_one_connection,
+    properties_count_against_the_quota,
+    concurrent_property_changes_never_pass_the_quota,
 );
