@@ -380,10 +380,9 @@ impl Pool {
         self.baseline.load(Ordering::Relaxed)
     }
 
-    /// Replace every idle instance above the threshold (busy ones are
-    /// checked when their request ends): for `Threshold` if its last
-    /// request took it over and the recycling cap held it back then, else
-    /// for `Drift`. Returns how many were replaced.
+    /// Replace every idle instance above the threshold, within the
+    /// recycling cap (busy ones are checked when their request ends); the
+    /// reason is [`recycling::decide`]'s. Returns how many were replaced.
     pub async fn enforce(&self) -> usize {
         let idle: Vec<(u64, Record)> = self
             .lock()
@@ -402,6 +401,8 @@ impl Pool {
                 }
                 // Every place is taken: a later sweep replaces the rest.
                 Decision::HeldBack(_) => break,
+                // A sweep never gives `Replace`: an instance already
+                // draining is left to the replacement under way.
                 Decision::Keep | Decision::Replace(_) => {}
             }
         }
