@@ -9,7 +9,7 @@
 
 use sqlx::FromRow;
 
-use crate::db::{Database, DatabaseUrl, WriteTx};
+use crate::db::{Database, DatabaseUrl, WriteTx, sql};
 use crate::error::VolumeError;
 use crate::path::FilePath;
 use crate::tree::Tree;
@@ -148,7 +148,7 @@ impl Accounts {
 
     /// How many users exist (0: the gateway may serve the open tree).
     pub async fn user_count(&self) -> Result<u64, VolumeError> {
-        let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM users")
+        let (count,): (i64,) = sql::query_as("SELECT COUNT(*) FROM users")
             .fetch_one(self.db.pool())
             .await?;
         Ok(u64::try_from(count).unwrap_or_default())
@@ -157,7 +157,7 @@ impl Accounts {
     /// Create a user; `AlreadyExists` if the name is taken.
     pub async fn add_user(&self, user: &NewUser<'_>) -> Result<User, VolumeError> {
         let quota = user.quota.map(to_i64).transpose()?;
-        let row: Option<UserRow> = sqlx::query_as(
+        let row: Option<UserRow> = sql::query_as(
             "INSERT INTO users (name, password_hash, admin, quota_bytes, created_ms)
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING
              RETURNING id, name, password_hash, admin, quota_bytes",
@@ -175,7 +175,7 @@ impl Accounts {
 
     pub async fn user_named(&self, name: &str) -> Result<Option<User>, VolumeError> {
         let row: Option<UserRow> =
-            sqlx::query_as(&format!("SELECT {USER_COLUMNS} FROM users WHERE name = $1"))
+            sql::query_as(&format!("SELECT {USER_COLUMNS} FROM users WHERE name = $1"))
                 .bind(name)
                 .fetch_optional(self.db.pool())
                 .await?;
@@ -184,7 +184,7 @@ impl Accounts {
 
     pub async fn user(&self, id: UserId) -> Result<Option<User>, VolumeError> {
         let row: Option<UserRow> =
-            sqlx::query_as(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1"))
+            sql::query_as(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1"))
                 .bind(id.0)
                 .fetch_optional(self.db.pool())
                 .await?;
@@ -193,7 +193,7 @@ impl Accounts {
 
     /// Every user with the bytes they use (files and properties), by name.
     pub async fn users(&self) -> Result<Vec<(User, u64)>, VolumeError> {
-        let rows: Vec<UserRow> = sqlx::query_as(&format!(
+        let rows: Vec<UserRow> = sql::query_as(&format!(
             "SELECT {USER_COLUMNS} FROM users ORDER BY users.name"
         ))
         .fetch_all(self.db.pool())
@@ -214,7 +214,7 @@ impl Accounts {
         let mut tx = self.db.begin_write().await?;
         // The user's row first, as an upload takes it (after its blob's
         // ledger row, before its file row): the same order, no deadlock.
-        let found: Option<(i64,)> = sqlx::query_as(&format!(
+        let found: Option<(i64,)> = sql::query_as(&format!(
             "SELECT id FROM users WHERE name = $1{}",
             self.db.locking()
         ))
@@ -234,7 +234,7 @@ impl Accounts {
             "DELETE FROM sessions WHERE user_id = $1",
             "DELETE FROM users WHERE id = $1",
         ] {
-            sqlx::query(sql).bind(id).execute(&mut *tx).await?;
+            sql::query(sql).bind(id).execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(true)
@@ -249,7 +249,7 @@ impl Accounts {
         let moved = Tree::adopt_open(&mut tx, to).await?;
         properties::adopt_open(&mut tx, to).await?;
         locks::adopt_open(&mut tx, to).await?;
-        sqlx::query("UPDATE shares SET owner = $1 WHERE owner = 0")
+        sql::query("UPDATE shares SET owner = $1 WHERE owner = 0")
             .bind(user.0)
             .execute(&mut *tx)
             .await?;
@@ -276,7 +276,7 @@ impl Accounts {
         hash: &str,
         label: &str,
     ) -> Result<(), VolumeError> {
-        sqlx::query(
+        sql::query(
             "INSERT INTO tokens (id, hash, user_id, label, created_ms) VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(id)
@@ -291,7 +291,7 @@ impl Accounts {
 
     /// The user a token hash belongs to.
     pub async fn token_user(&self, hash: &str) -> Result<Option<User>, VolumeError> {
-        let row: Option<UserRow> = sqlx::query_as(&format!(
+        let row: Option<UserRow> = sql::query_as(&format!(
             "SELECT {USER_COLUMNS} FROM tokens JOIN users ON users.id = tokens.user_id
              WHERE tokens.hash = $1"
         ))
@@ -302,7 +302,7 @@ impl Accounts {
     }
 
     pub async fn tokens(&self, user: UserId) -> Result<Vec<TokenInfo>, VolumeError> {
-        Ok(sqlx::query_as(
+        Ok(sql::query_as(
             "SELECT id, label, created_ms FROM tokens WHERE user_id = $1 ORDER BY created_ms, id",
         )
         .bind(user.0)
@@ -313,7 +313,7 @@ impl Accounts {
     /// Revoke the token with public id `id` or secret hash `hash`; whether
     /// one was.
     pub async fn revoke_token(&self, id: &str, hash: &str) -> Result<bool, VolumeError> {
-        let done = sqlx::query("DELETE FROM tokens WHERE id = $1 OR hash = $2")
+        let done = sql::query("DELETE FROM tokens WHERE id = $1 OR hash = $2")
             .bind(id)
             .bind(hash)
             .execute(self.db.pool())
@@ -331,7 +331,7 @@ impl Accounts {
         csrf: &str,
         expires_ms: i64,
     ) -> Result<(), VolumeError> {
-        sqlx::query(
+        sql::query(
             "DELETE FROM sessions WHERE user_id = $1 AND (expires_ms <= $2 OR hash IN (
                  SELECT hash FROM sessions WHERE user_id = $1
                  ORDER BY expires_ms DESC LIMIT $4 OFFSET $3))",
@@ -343,7 +343,7 @@ impl Accounts {
         .bind(i64::MAX)
         .execute(self.db.pool())
         .await?;
-        sqlx::query(
+        sql::query(
             "INSERT INTO sessions (hash, user_id, csrf, expires_ms) VALUES ($1, $2, $3, $4)",
         )
         .bind(hash)
@@ -357,7 +357,7 @@ impl Accounts {
 
     /// The user of an unexpired session, and its CSRF token.
     pub async fn session(&self, hash: &str) -> Result<Option<(User, String)>, VolumeError> {
-        let row: Option<WithUser<String>> = sqlx::query_as(&format!(
+        let row: Option<WithUser<String>> = sql::query_as(&format!(
             "SELECT {USER_COLUMNS}, sessions.csrf AS extra
              FROM sessions JOIN users ON users.id = sessions.user_id
              WHERE sessions.hash = $1 AND sessions.expires_ms > $2"
@@ -370,7 +370,7 @@ impl Accounts {
     }
 
     pub async fn remove_session(&self, hash: &str) -> Result<(), VolumeError> {
-        sqlx::query("DELETE FROM sessions WHERE hash = $1")
+        sql::query("DELETE FROM sessions WHERE hash = $1")
             .bind(hash)
             .execute(self.db.pool())
             .await?;
@@ -386,7 +386,7 @@ impl Accounts {
         file_created_ms: i64,
         expires_ms: Option<i64>,
     ) -> Result<(), VolumeError> {
-        sqlx::query(
+        sql::query(
             "INSERT INTO shares (id, owner, path, file_created_ms, expires_ms, created_ms)
              VALUES ($1, $2, $3, $4, $5, $6)",
         )
@@ -402,7 +402,7 @@ impl Accounts {
     }
 
     pub async fn share(&self, id: &str) -> Result<Option<Share>, VolumeError> {
-        let row: Option<(String, i64, String, i64, Option<i64>)> = sqlx::query_as(
+        let row: Option<(String, i64, String, i64, Option<i64>)> = sql::query_as(
             "SELECT id, owner, path, file_created_ms, expires_ms FROM shares WHERE id = $1",
         )
         .bind(id)
@@ -421,7 +421,7 @@ impl Accounts {
 
     /// Revoke `owner`'s share link `id`; whether there was one.
     pub async fn revoke_share(&self, id: &str, owner: Owner) -> Result<bool, VolumeError> {
-        let done = sqlx::query("DELETE FROM shares WHERE id = $1 AND owner = $2")
+        let done = sql::query("DELETE FROM shares WHERE id = $1 AND owner = $2")
             .bind(id)
             .bind(owner.id())
             .execute(self.db.pool())
@@ -432,14 +432,14 @@ impl Accounts {
     /// The server secret `name`: the first gateway to ask stores `fresh`,
     /// every later one (on any gateway) gets that same value.
     pub async fn secret(&self, name: &str, fresh: &str) -> Result<String, VolumeError> {
-        sqlx::query(
+        sql::query(
             "INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
         )
         .bind(name)
         .bind(fresh)
         .execute(self.db.pool())
         .await?;
-        let (value,): (String,) = sqlx::query_as("SELECT value FROM secrets WHERE name = $1")
+        let (value,): (String,) = sql::query_as("SELECT value FROM secrets WHERE name = $1")
             .bind(name)
             .fetch_one(self.db.pool())
             .await?;
@@ -462,7 +462,7 @@ pub(crate) async fn locked_quota(
         "SELECT quota_bytes FROM users WHERE id = $1{}",
         db.locking()
     );
-    let row: Option<(Option<i64>,)> = sqlx::query_as(&sql)
+    let row: Option<(Option<i64>,)> = sql::query_as(&sql)
         .bind(owner.id())
         .fetch_optional(&mut **tx)
         .await?;

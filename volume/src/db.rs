@@ -17,6 +17,7 @@ use crate::error::VolumeError;
 use crate::path::Prefix;
 use crate::types::Owner;
 
+pub(crate) mod sql;
 mod write_tx;
 
 pub(crate) use write_tx::WriteTx;
@@ -207,7 +208,7 @@ impl Database {
     /// nothing on SQLite, whose writers take turns already.
     pub(crate) async fn lock_tree(&self, tx: &mut WriteTx, owner: i64) -> Result<(), VolumeError> {
         if self.engine == Engine::Postgres {
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            sql::query("SELECT pg_advisory_xact_lock($1)")
                 .bind(owner)
                 .execute(&mut **tx)
                 .await?;
@@ -256,9 +257,9 @@ pub(crate) fn rewrite<'q>(
     from: &'q Prefix,
     to: &'q Prefix,
     upper: &'q str,
-) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
+) -> sql::Statement<'q> {
     let rest_starts = i64::try_from(from.as_str().chars().count() + 1).unwrap_or(i64::MAX);
-    sqlx::query(sql)
+    sql::query(sql)
         .bind(owner.id())
         .bind(to.as_str())
         .bind(rest_starts)

@@ -7,7 +7,7 @@
 //! removal of the last reference on another serialise on one row, in
 //! PostgreSQL as in SQLite.
 
-use crate::db::{Database, WriteTx};
+use crate::db::{Database, WriteTx, sql};
 use crate::error::VolumeError;
 use crate::types::Digest;
 
@@ -43,7 +43,7 @@ impl BlobState {
 /// `digest`'s state without a lock (a hint: decide under [`lock`]).
 pub(crate) async fn peek(db: &Database, digest: &Digest) -> Result<Option<BlobState>, VolumeError> {
     let row: Option<(String, i64)> =
-        sqlx::query_as("SELECT state, changed_ms FROM blobs WHERE sha256 = $1")
+        sql::query_as("SELECT state, changed_ms FROM blobs WHERE sha256 = $1")
             .bind(digest.as_str())
             .fetch_optional(db.pool())
             .await?;
@@ -60,7 +60,7 @@ pub(crate) async fn lock(
         "SELECT state, changed_ms FROM blobs WHERE sha256 = $1{}",
         db.locking()
     );
-    let row: Option<(String, i64)> = sqlx::query_as(&sql)
+    let row: Option<(String, i64)> = sql::query_as(&sql)
         .bind(digest.as_str())
         .fetch_optional(&mut **tx)
         .await?;
@@ -80,7 +80,7 @@ pub(crate) async fn insert(
         BlobState::Stored => now_ms,
         BlobState::Deleting { since_ms } => since_ms,
     };
-    let inserted = sqlx::query(
+    let inserted = sql::query(
         "INSERT INTO blobs (sha256, state, changed_ms) VALUES ($1, $2, $3)
          ON CONFLICT (sha256) DO NOTHING",
     )
@@ -100,7 +100,7 @@ pub(crate) async fn mark_deleting(
     digest: &Digest,
     now_ms: i64,
 ) -> Result<(), VolumeError> {
-    sqlx::query("UPDATE blobs SET state = 'deleting', changed_ms = $2 WHERE sha256 = $1")
+    sql::query("UPDATE blobs SET state = 'deleting', changed_ms = $2 WHERE sha256 = $1")
         .bind(digest.as_str())
         .bind(now_ms)
         .execute(&mut **tx)
@@ -117,7 +117,7 @@ pub(crate) async fn take_over(
     seen_ms: i64,
     now_ms: i64,
 ) -> Result<bool, VolumeError> {
-    let claimed = sqlx::query(
+    let claimed = sql::query(
         "UPDATE blobs SET changed_ms = $3
          WHERE sha256 = $1 AND state = 'deleting' AND changed_ms = $2",
     )
@@ -137,7 +137,7 @@ pub(crate) async fn forget(
     digest: &Digest,
     claim_ms: i64,
 ) -> Result<(), VolumeError> {
-    sqlx::query("DELETE FROM blobs WHERE sha256 = $1 AND state = 'deleting' AND changed_ms = $2")
+    sql::query("DELETE FROM blobs WHERE sha256 = $1 AND state = 'deleting' AND changed_ms = $2")
         .bind(digest.as_str())
         .bind(claim_ms)
         .execute(db.pool())
@@ -147,7 +147,7 @@ pub(crate) async fn forget(
 
 /// Every digest in the ledger, in either state.
 pub(crate) async fn all(db: &Database) -> Result<Vec<String>, VolumeError> {
-    let rows: Vec<(String,)> = sqlx::query_as("SELECT sha256 FROM blobs")
+    let rows: Vec<(String,)> = sql::query_as("SELECT sha256 FROM blobs")
         .fetch_all(db.pool())
         .await?;
     Ok(rows.into_iter().map(|(hex,)| hex).collect())
@@ -156,7 +156,7 @@ pub(crate) async fn all(db: &Database) -> Result<Vec<String>, VolumeError> {
 /// Every blob recorded as stored (the collector releases those no file
 /// names: a crash came between a delete's commit and the blob's removal).
 pub(crate) async fn stored(db: &Database) -> Result<Vec<Digest>, VolumeError> {
-    let rows: Vec<(String,)> = sqlx::query_as("SELECT sha256 FROM blobs WHERE state = 'stored'")
+    let rows: Vec<(String,)> = sql::query_as("SELECT sha256 FROM blobs WHERE state = 'stored'")
         .fetch_all(db.pool())
         .await?;
     Ok(digests(rows))
@@ -168,7 +168,7 @@ pub(crate) async fn stale_deletions(
     db: &Database,
     before_ms: i64,
 ) -> Result<Vec<(Digest, i64)>, VolumeError> {
-    let rows: Vec<(String, i64)> = sqlx::query_as(
+    let rows: Vec<(String, i64)> = sql::query_as(
         "SELECT sha256, changed_ms FROM blobs WHERE state = 'deleting' AND changed_ms < $1",
     )
     .bind(before_ms)

@@ -5,7 +5,7 @@
 
 use sqlx::AnyConnection;
 
-use crate::db::Database;
+use crate::db::{Database, sql};
 use crate::error::VolumeError;
 use crate::types::{Owner, now_ms};
 
@@ -104,7 +104,7 @@ const LOCK_COLUMNS: &str = "token, path, infinite, exclusive, timeout_s, expires
 
 /// The locks of `owner`'s tree that have not expired.
 pub(crate) async fn locks(db: &Database, owner: Owner) -> Result<Vec<DavLock>, VolumeError> {
-    let rows: Vec<LockRow> = sqlx::query_as(&format!(
+    let rows: Vec<LockRow> = sql::query_as(&format!(
         "SELECT {LOCK_COLUMNS} FROM dav_locks WHERE owner = $1 AND expires_ms > $2"
     ))
     .bind(owner.id())
@@ -121,7 +121,7 @@ pub(crate) async fn holders(
     owner: Owner,
 ) -> Result<std::collections::HashMap<String, String>, VolumeError> {
     let rows: Vec<(String, String)> =
-        sqlx::query_as("SELECT token, holder FROM dav_locks WHERE owner = $1 AND expires_ms > $2")
+        sql::query_as("SELECT token, holder FROM dav_locks WHERE owner = $1 AND expires_ms > $2")
             .bind(owner.id())
             .bind(now_ms())
             .fetch_all(db.pool())
@@ -142,7 +142,7 @@ pub(crate) async fn lock(
     let now = now_ms();
     let mut tx = db.begin_write().await?;
     db.lock_tree(&mut tx, owner.id()).await?;
-    let rows: Vec<LockRow> = sqlx::query_as(&format!(
+    let rows: Vec<LockRow> = sql::query_as(&format!(
         "SELECT {LOCK_COLUMNS} FROM dav_locks WHERE owner = $1 AND expires_ms > $2"
     ))
     .bind(owner.id())
@@ -159,7 +159,7 @@ pub(crate) async fn lock(
         return Ok(LockOutcome::Conflict);
     }
     let expires_ms = now.saturating_add(seconds_ms(lock.timeout_s));
-    sqlx::query(&format!(
+    sql::query(&format!(
         "INSERT INTO dav_locks ({LOCK_COLUMNS}, holder, owner)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
     ))
@@ -187,7 +187,7 @@ pub(crate) async fn lock(
 /// Remove every lock that has expired (they count for nothing already);
 /// how many went.
 pub(crate) async fn clear_expired(db: &Database) -> Result<u64, VolumeError> {
-    let gone = sqlx::query("DELETE FROM dav_locks WHERE expires_ms <= $1")
+    let gone = sql::query("DELETE FROM dav_locks WHERE expires_ms <= $1")
         .bind(now_ms())
         .execute(db.pool())
         .await?;
@@ -202,7 +202,7 @@ pub(crate) async fn refresh_lock(
     timeout_s: u64,
 ) -> Result<Option<DavLock>, VolumeError> {
     let now = now_ms();
-    let row: Option<LockRow> = sqlx::query_as(&format!(
+    let row: Option<LockRow> = sql::query_as(&format!(
         "UPDATE dav_locks SET timeout_s = $3, expires_ms = $4
          WHERE owner = $1 AND token = $2 AND expires_ms > $5 RETURNING {LOCK_COLUMNS}"
     ))
@@ -218,7 +218,7 @@ pub(crate) async fn refresh_lock(
 
 /// Remove the lock `token`; whether it was there.
 pub(crate) async fn unlock(db: &Database, owner: Owner, token: &str) -> Result<bool, VolumeError> {
-    let done = sqlx::query("DELETE FROM dav_locks WHERE owner = $1 AND token = $2")
+    let done = sql::query("DELETE FROM dav_locks WHERE owner = $1 AND token = $2")
         .bind(owner.id())
         .bind(token)
         .execute(db.pool())
@@ -235,7 +235,7 @@ pub(crate) async fn forget_within(
     lower: &str,
     upper: &str,
 ) -> Result<(), VolumeError> {
-    sqlx::query(
+    sql::query(
         "DELETE FROM dav_locks WHERE owner = $1
          AND (path = $2 OR (path >= $3 AND path < $4))",
     )
@@ -250,7 +250,7 @@ pub(crate) async fn forget_within(
 
 /// Drop every lock of `owner` inside `tx` (their user is going).
 pub(crate) async fn delete_owner(tx: &mut AnyConnection, owner: Owner) -> Result<(), VolumeError> {
-    sqlx::query("DELETE FROM dav_locks WHERE owner = $1")
+    sql::query("DELETE FROM dav_locks WHERE owner = $1")
         .bind(owner.id())
         .execute(tx)
         .await?;
@@ -259,7 +259,7 @@ pub(crate) async fn delete_owner(tx: &mut AnyConnection, owner: Owner) -> Result
 
 /// Give the open tree's locks to `to` inside `tx`.
 pub(crate) async fn adopt_open(tx: &mut AnyConnection, to: Owner) -> Result<(), VolumeError> {
-    sqlx::query("UPDATE dav_locks SET owner = $1 WHERE owner = 0")
+    sql::query("UPDATE dav_locks SET owner = $1 WHERE owner = 0")
         .bind(to.id())
         .execute(tx)
         .await?;

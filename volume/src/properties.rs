@@ -7,7 +7,7 @@
 
 use sqlx::AnyConnection;
 
-use crate::db::{Database, KEYS_PER_QUERY, placeholders, rewrite};
+use crate::db::{Database, KEYS_PER_QUERY, placeholders, rewrite, sql};
 use crate::error::VolumeError;
 use crate::path::Prefix;
 use crate::types::Owner;
@@ -45,7 +45,7 @@ pub(crate) async fn apply(
     for change in changes {
         match change {
             PropertyChange::Set(property) => {
-                sqlx::query(
+                sql::query(
                     "INSERT INTO dav_properties (owner, path, namespace, name, value)
                      VALUES ($1, $2, $3, $4, $5)
                      ON CONFLICT (owner, path, namespace, name)
@@ -60,7 +60,7 @@ pub(crate) async fn apply(
                 .await?;
             }
             PropertyChange::Remove { namespace, name } => {
-                sqlx::query(
+                sql::query(
                     "DELETE FROM dav_properties
                      WHERE owner = $1 AND path = $2 AND namespace = $3 AND name = $4",
                 )
@@ -74,7 +74,7 @@ pub(crate) async fn apply(
         }
     }
     let (count,): (i64,) =
-        sqlx::query_as("SELECT COUNT(*) FROM dav_properties WHERE owner = $1 AND path = $2")
+        sql::query_as("SELECT COUNT(*) FROM dav_properties WHERE owner = $1 AND path = $2")
             .bind(owner.id())
             .bind(key)
             .fetch_one(tx)
@@ -107,7 +107,7 @@ pub(crate) async fn of_keys(
              WHERE owner = $1 AND path IN ({}) ORDER BY path, namespace, name",
             placeholders(chunk.len())
         );
-        let mut query = sqlx::query_as::<_, Row>(&sql).bind(owner.id());
+        let mut query = sql::query_as::<Row>(&sql).bind(owner.id());
         for key in chunk {
             query = query.bind(key);
         }
@@ -124,7 +124,7 @@ pub(crate) async fn usage(
     conn: &mut AnyConnection,
     owner: Owner,
 ) -> Result<u64, VolumeError> {
-    let (used,): (i64,) = sqlx::query_as(&format!(
+    let (used,): (i64,) = sql::query_as(&format!(
         "SELECT CAST(COALESCE(SUM({}), 0) AS BIGINT) FROM dav_properties WHERE owner = $1",
         property_bytes(db)
     ))
@@ -144,7 +144,7 @@ pub(crate) async fn bytes_of(
     under: Option<(&Prefix, &str)>,
 ) -> Result<u64, VolumeError> {
     let (lower, upper) = under.map_or((key, ""), |(prefix, upper)| (prefix.as_str(), upper));
-    let (bytes,): (i64,) = sqlx::query_as(&format!(
+    let (bytes,): (i64,) = sql::query_as(&format!(
         "SELECT CAST(COALESCE(SUM({}), 0) AS BIGINT) FROM dav_properties
          WHERE owner = $1 AND (path = $2 OR (path >= $3 AND path < $4))",
         property_bytes(db)
@@ -174,7 +174,7 @@ pub(crate) async fn forget(
     owner: Owner,
     key: &str,
 ) -> Result<(), VolumeError> {
-    sqlx::query("DELETE FROM dav_properties WHERE owner = $1 AND path = $2")
+    sql::query("DELETE FROM dav_properties WHERE owner = $1 AND path = $2")
         .bind(owner.id())
         .bind(key)
         .execute(tx)
@@ -191,7 +191,7 @@ pub(crate) async fn forget_within(
     lower: &str,
     upper: &str,
 ) -> Result<(), VolumeError> {
-    sqlx::query(
+    sql::query(
         "DELETE FROM dav_properties WHERE owner = $1
          AND (path = $2 OR (path >= $3 AND path < $4))",
     )
@@ -212,7 +212,7 @@ pub(crate) async fn copy(
     from: &str,
     to: &str,
 ) -> Result<(), VolumeError> {
-    sqlx::query(
+    sql::query(
         "INSERT INTO dav_properties (owner, path, namespace, name, value)
          SELECT owner, $3, namespace, name, value FROM dav_properties
          WHERE owner = $1 AND path = $2
@@ -256,7 +256,7 @@ pub(crate) async fn rename(
     from: &str,
     to: &str,
 ) -> Result<(), VolumeError> {
-    sqlx::query("UPDATE dav_properties SET path = $3 WHERE owner = $1 AND path = $2")
+    sql::query("UPDATE dav_properties SET path = $3 WHERE owner = $1 AND path = $2")
         .bind(owner.id())
         .bind(from)
         .bind(to)
@@ -289,7 +289,7 @@ pub(crate) async fn rename_range(
 
 /// Drop every property of `owner` inside `tx` (their user is going).
 pub(crate) async fn delete_owner(tx: &mut AnyConnection, owner: Owner) -> Result<(), VolumeError> {
-    sqlx::query("DELETE FROM dav_properties WHERE owner = $1")
+    sql::query("DELETE FROM dav_properties WHERE owner = $1")
         .bind(owner.id())
         .execute(tx)
         .await?;
@@ -304,7 +304,7 @@ pub(crate) async fn adopt_open(tx: &mut AnyConnection, to: Owner) -> Result<(), 
              (SELECT path FROM dav_properties WHERE owner = $1)",
         "UPDATE dav_properties SET owner = $1 WHERE owner = 0",
     ] {
-        sqlx::query(sql).bind(to.id()).execute(&mut *tx).await?;
+        sql::query(sql).bind(to.id()).execute(&mut *tx).await?;
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 use estimator::Sample;
 use serde::Serialize;
 
-use crate::db::Database;
+use crate::db::{Database, sql};
 use crate::error::VolumeError;
 
 /// The whole process's memory at one moment.
@@ -45,7 +45,7 @@ impl<'a> SampleStore<'a> {
     ) -> Result<(), VolumeError> {
         let mut tx = self.db.begin_write().await?;
         for sample in instances {
-            sqlx::query(
+            sql::query(
                 "INSERT INTO memory_samples (timestamp_ms, instance, bytes) VALUES ($1, $2, $3)",
             )
             .bind(sample.timestamp_ms)
@@ -54,7 +54,7 @@ impl<'a> SampleStore<'a> {
             .execute(&mut *tx)
             .await?;
         }
-        sqlx::query("INSERT INTO process_samples (timestamp_ms, rss_bytes, private_dirty_bytes) VALUES ($1, $2, $3)")
+        sql::query("INSERT INTO process_samples (timestamp_ms, rss_bytes, private_dirty_bytes) VALUES ($1, $2, $3)")
             .bind(process.timestamp_ms)
             .bind(to_sql(process.rss_bytes))
             .bind(to_sql(process.private_dirty_bytes))
@@ -66,7 +66,7 @@ impl<'a> SampleStore<'a> {
 
     /// Instance samples taken in `[from_ms, to_ms]`, in time order.
     pub async fn memory(&self, from_ms: i64, to_ms: i64) -> Result<Vec<Sample>, VolumeError> {
-        let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
+        let rows: Vec<(i64, i64, i64)> = sql::query_as(
             "SELECT timestamp_ms, instance, bytes FROM memory_samples
              WHERE timestamp_ms BETWEEN $1 AND $2 ORDER BY timestamp_ms, instance",
         )
@@ -90,7 +90,7 @@ impl<'a> SampleStore<'a> {
         from_ms: i64,
         to_ms: i64,
     ) -> Result<Vec<ProcessSample>, VolumeError> {
-        let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
+        let rows: Vec<(i64, i64, i64)> = sql::query_as(
             "SELECT timestamp_ms, rss_bytes, private_dirty_bytes FROM process_samples
              WHERE timestamp_ms BETWEEN $1 AND $2 ORDER BY timestamp_ms",
         )
@@ -111,7 +111,7 @@ impl<'a> SampleStore<'a> {
     /// The highest instance id any stored sample names: a new run numbers
     /// its instances above it, so two runs' samples never share an id.
     pub async fn last_instance(&self) -> Result<Option<u64>, VolumeError> {
-        let last: Option<i64> = sqlx::query_scalar("SELECT MAX(instance) FROM memory_samples")
+        let (last,): (Option<i64>,) = sql::query_as("SELECT MAX(instance) FROM memory_samples")
             .fetch_one(self.db.pool())
             .await?;
         Ok(last.map(from_sql))
@@ -121,7 +121,7 @@ impl<'a> SampleStore<'a> {
     pub async fn prune(&self, before_ms: i64) -> Result<u64, VolumeError> {
         let mut removed = 0;
         for table in ["memory_samples", "process_samples"] {
-            removed += sqlx::query(&format!("DELETE FROM {table} WHERE timestamp_ms < $1"))
+            removed += sql::query(&format!("DELETE FROM {table} WHERE timestamp_ms < $1"))
                 .bind(before_ms)
                 .execute(self.db.pool())
                 .await?

@@ -379,7 +379,7 @@ mod tests {
 
     use std::time::Duration;
 
-    use crate::db::{Database, DatabaseUrl};
+    use crate::db::{Database, DatabaseUrl, sql};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn writers_share_commits_and_undo_only_their_own_part() {
@@ -387,7 +387,7 @@ mod tests {
         let db = Database::open(&DatabaseUrl::Sqlite(dir.path().join("t.sqlite")))
             .await
             .unwrap();
-        sqlx::query("CREATE TABLE t (n INTEGER PRIMARY KEY)")
+        sql::query("CREATE TABLE t (n INTEGER PRIMARY KEY)")
             .execute(db.pool())
             .await
             .unwrap();
@@ -399,7 +399,7 @@ mod tests {
                 let db = db.clone();
                 tokio::spawn(async move {
                     let mut tx = db.begin_write().await?;
-                    sqlx::query("INSERT INTO t (n) VALUES ($1)")
+                    sql::query("INSERT INTO t (n) VALUES ($1)")
                         .bind(n)
                         .execute(&mut *tx)
                         .await?;
@@ -428,7 +428,7 @@ mod tests {
                 .unwrap();
         }
         // What each writer was told is what another connection sees.
-        let rows: Vec<(i64,)> = sqlx::query_as("SELECT n FROM t ORDER BY n")
+        let rows: Vec<(i64,)> = sql::query_as("SELECT n FROM t ORDER BY n")
             .fetch_all(db.pool())
             .await
             .unwrap();
@@ -442,7 +442,7 @@ mod tests {
         // turn goes through at once.
         tokio::time::timeout(
             Duration::from_secs(2),
-            sqlx::query("INSERT INTO t (n) VALUES (1000)").execute(db.pool()),
+            sql::query("INSERT INTO t (n) VALUES (1000)").execute(db.pool()),
         )
         .await
         .expect("the write lock is free")

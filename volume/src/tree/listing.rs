@@ -3,6 +3,7 @@
 //! the tree's tables.
 
 use super::{COLUMNS, Row, Tree};
+use crate::db::sql;
 use crate::error::VolumeError;
 use crate::path::Prefix;
 use crate::types::{Entry, Listing, Owner};
@@ -177,7 +178,7 @@ impl Tree {
             "SELECT {columns} FROM {table} WHERE owner = $1 AND path {op} $2 {upper_clause} \
              ORDER BY path LIMIT {limit_param}"
         );
-        let mut query = sqlx::query_as(&sql).bind(owner.id()).bind(bound.as_str());
+        let mut query = sql::query_as(&sql).bind(owner.id()).bind(bound.as_str());
         if let Some(upper) = upper {
             query = query.bind(upper);
         }

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 
 use sqlx::AnyConnection;
 
-use crate::db::{Database, KEYS_PER_QUERY, placeholders};
+use crate::db::{Database, KEYS_PER_QUERY, placeholders, sql};
 use crate::error::VolumeError;
 use crate::path::{FilePath, Prefix};
 use crate::types::{Digest, Digests, FileMeta, Owner};
@@ -82,7 +82,7 @@ impl Tree {
         owner: Owner,
         path: &FilePath,
     ) -> Result<Option<FileMeta>, VolumeError> {
-        let row: Option<Row> = sqlx::query_as(&format!(
+        let row: Option<Row> = sql::query_as(&format!(
             "SELECT {COLUMNS} FROM files WHERE owner = $1 AND path = $2"
         ))
         .bind(owner.id())
@@ -100,7 +100,7 @@ impl Tree {
         owner: Owner,
         path: &FilePath,
     ) -> Result<Option<FileMeta>, VolumeError> {
-        let row: Option<Row> = sqlx::query_as(&format!(
+        let row: Option<Row> = sql::query_as(&format!(
             "SELECT {COLUMNS} FROM files WHERE owner = $1 AND path = $2{}",
             self.db.locking()
         ))
@@ -119,7 +119,7 @@ impl Tree {
         owner: Owner,
         except: Option<&FilePath>,
     ) -> Result<u64, VolumeError> {
-        let (used,): (i64,) = sqlx::query_as(
+        let (used,): (i64,) = sql::query_as(
             "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM files
              WHERE owner = $1 AND path <> $2",
         )
@@ -196,7 +196,7 @@ impl Tree {
         row: &NewRow<'_>,
         on_conflict: &str,
     ) -> Result<Option<Row>, VolumeError> {
-        Ok(sqlx::query_as(&format!(
+        Ok(sql::query_as(&format!(
             "INSERT INTO files (owner, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
              ON CONFLICT (owner, path) {on_conflict} RETURNING {COLUMNS}"
         ))
@@ -223,7 +223,7 @@ impl Tree {
             "SELECT sha256 FROM files WHERE owner = $1 AND path = $2{}",
             self.db.locking()
         );
-        let row: Option<(String,)> = sqlx::query_as(&sql)
+        let row: Option<(String,)> = sql::query_as(&sql)
             .bind(owner.id())
             .bind(path.as_str())
             .fetch_optional(&mut *tx)
@@ -239,7 +239,7 @@ impl Tree {
         path: &FilePath,
     ) -> Result<Option<Digest>, VolumeError> {
         let gone: Option<(String,)> =
-            sqlx::query_as("DELETE FROM files WHERE owner = $1 AND path = $2 RETURNING sha256")
+            sql::query_as("DELETE FROM files WHERE owner = $1 AND path = $2 RETURNING sha256")
                 .bind(owner.id())
                 .bind(path.as_str())
                 .fetch_optional(tx)
@@ -256,7 +256,7 @@ impl Tree {
         prefix: &str,
         upper: &str,
     ) -> Result<(Vec<Digest>, u64), VolumeError> {
-        let files: Vec<(String,)> = sqlx::query_as(
+        let files: Vec<(String,)> = sql::query_as(
             "DELETE FROM files WHERE owner = $1 AND path >= $2 AND path < $3 RETURNING sha256",
         )
         .bind(owner.id())
@@ -265,7 +265,7 @@ impl Tree {
         .fetch_all(&mut *tx)
         .await?;
         let folders =
-            sqlx::query("DELETE FROM folders WHERE owner = $1 AND path >= $2 AND path < $3")
+            sql::query("DELETE FROM folders WHERE owner = $1 AND path >= $2 AND path < $3")
                 .bind(owner.id())
                 .bind(prefix)
                 .bind(upper)
@@ -278,7 +278,7 @@ impl Tree {
 
     /// Every digest some file names.
     pub(crate) async fn referenced(&self) -> Result<HashSet<String>, VolumeError> {
-        let rows: Vec<(String,)> = sqlx::query_as("SELECT DISTINCT sha256 FROM files")
+        let rows: Vec<(String,)> = sql::query_as("SELECT DISTINCT sha256 FROM files")
             .fetch_all(self.db.pool())
             .await?;
         Ok(rows.into_iter().map(|(hex,)| hex).collect())
@@ -290,7 +290,7 @@ impl Tree {
         tx: &mut AnyConnection,
         digest: &Digest,
     ) -> Result<u64, VolumeError> {
-        let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM files WHERE sha256 = $1")
+        let (count,): (i64,) = sql::query_as("SELECT COUNT(*) FROM files WHERE sha256 = $1")
             .bind(digest.as_str())
             .fetch_one(tx)
             .await?;
@@ -304,7 +304,7 @@ impl Tree {
         prefix: &Prefix,
         now_ms: i64,
     ) -> Result<bool, VolumeError> {
-        let made = sqlx::query(
+        let made = sql::query(
             "INSERT INTO folders (owner, path, created_ms) VALUES ($1, $2, $3)
              ON CONFLICT (owner, path) DO NOTHING",
         )
@@ -323,7 +323,7 @@ impl Tree {
         prefix: &Prefix,
     ) -> Result<Option<i64>, VolumeError> {
         let made: Option<(i64,)> =
-            sqlx::query_as("SELECT created_ms FROM folders WHERE owner = $1 AND path = $2")
+            sql::query_as("SELECT created_ms FROM folders WHERE owner = $1 AND path = $2")
                 .bind(owner.id())
                 .bind(prefix.as_str())
                 .fetch_optional(self.db.pool())
@@ -344,7 +344,7 @@ impl Tree {
                 "SELECT path, created_ms FROM folders WHERE owner = $1 AND path IN ({})",
                 placeholders(chunk.len())
             );
-            let mut query = sqlx::query_as::<_, (String, i64)>(&sql).bind(owner.id());
+            let mut query = sql::query_as::<(String, i64)>(&sql).bind(owner.id());
             for key in chunk {
                 query = query.bind(key);
             }
@@ -363,7 +363,7 @@ impl Tree {
             "DELETE FROM files WHERE owner = $1",
             "DELETE FROM folders WHERE owner = $1",
         ] {
-            sqlx::query(sql).bind(owner.id()).execute(&mut *tx).await?;
+            sql::query(sql).bind(owner.id()).execute(&mut *tx).await?;
         }
         Ok(())
     }
@@ -372,7 +372,7 @@ impl Tree {
     /// `to` holds a file at one of the same paths (`AlreadyExists`); how
     /// many files moved. A folder both have stays `to`'s.
     pub(crate) async fn adopt_open(tx: &mut AnyConnection, to: Owner) -> Result<u64, VolumeError> {
-        let clash: Option<(String,)> = sqlx::query_as(
+        let clash: Option<(String,)> = sql::query_as(
             "SELECT path FROM files WHERE owner = 0 AND path IN
                  (SELECT path FROM files WHERE owner = $1) LIMIT 1",
         )
@@ -382,7 +382,7 @@ impl Tree {
         if let Some((path,)) = clash {
             return Err(VolumeError::AlreadyExists(path));
         }
-        let moved = sqlx::query("UPDATE files SET owner = $1 WHERE owner = 0")
+        let moved = sql::query("UPDATE files SET owner = $1 WHERE owner = 0")
             .bind(to.id())
             .execute(&mut *tx)
             .await?
@@ -392,7 +392,7 @@ impl Tree {
                  (SELECT path FROM folders WHERE owner = $1)",
             "UPDATE folders SET owner = $1 WHERE owner = 0",
         ] {
-            sqlx::query(sql).bind(to.id()).execute(&mut *tx).await?;
+            sql::query(sql).bind(to.id()).execute(&mut *tx).await?;
         }
         Ok(moved)
     }

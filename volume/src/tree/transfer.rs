@@ -7,7 +7,7 @@
 use sqlx::{Any, AnyConnection};
 
 use super::Tree;
-use crate::db::rewrite;
+use crate::db::{rewrite, sql};
 use crate::error::VolumeError;
 use crate::path::{FilePath, MAX_PATH_BYTES, PathError, Prefix};
 use crate::types::{Digest, FileMeta, Owner};
@@ -87,7 +87,7 @@ impl Tree {
     ) -> Result<u64, VolumeError> {
         let (from, to) = (folder_of(from)?, folder_of(to)?);
         let upper = upper_of(&from);
-        let files: Vec<(String, i64)> = sqlx::query_as(&format!(
+        let files: Vec<(String, i64)> = sql::query_as(&format!(
             "SELECT path, size FROM files WHERE owner = $1 AND path >= $2 AND path < $3
              ORDER BY path{}",
             self.db.locking()
@@ -97,7 +97,7 @@ impl Tree {
         .bind(&upper)
         .fetch_all(&mut *tx)
         .await?;
-        let (folders, longest_folder): (i64, Option<i64>) = sqlx::query_as(&format!(
+        let (folders, longest_folder): (i64, Option<i64>) = sql::query_as(&format!(
             "SELECT COUNT(*), CAST(MAX({}) AS BIGINT) FROM folders
              WHERE owner = $1 AND path >= $2 AND path < $3",
             self.db.byte_length("path")
@@ -157,7 +157,7 @@ pub(crate) async fn copy_file(
     to: &FilePath,
     now_ms: i64,
 ) -> Result<(), VolumeError> {
-    sqlx::query(
+    sql::query(
         "INSERT INTO files (owner, path, size, sha256, blake3, content_type, created_ms, modified_ms)
          SELECT owner, $3, size, sha256, blake3, content_type, $4, $4 FROM files
          WHERE owner = $1 AND path = $2",
@@ -205,7 +205,7 @@ pub(crate) async fn move_file(
     from: &FilePath,
     to: &FilePath,
 ) -> Result<(), VolumeError> {
-    sqlx::query("UPDATE files SET path = $3 WHERE owner = $1 AND path = $2")
+    sql::query("UPDATE files SET path = $3 WHERE owner = $1 AND path = $2")
         .bind(owner.id())
         .bind(from.as_str())
         .bind(to.as_str())
@@ -243,7 +243,7 @@ pub(crate) async fn ensure_folder(
     folder: &Prefix,
     now_ms: i64,
 ) -> Result<(), VolumeError> {
-    sqlx::query(
+    sql::query(
         "INSERT INTO folders (owner, path, created_ms) VALUES ($1, $2, $3)
          ON CONFLICT (owner, path) DO NOTHING",
     )
@@ -266,7 +266,7 @@ where
     E: sqlx::Executor<'e, Database = Any>,
 {
     let upper = upper_of(prefix);
-    let (found,): (i64,) = sqlx::query_as(
+    let (found,): (i64,) = sql::query_as(
         "SELECT CAST(CASE WHEN
              EXISTS (SELECT 1 FROM folders WHERE owner = $1 AND path >= $2 AND path < $3)
              OR EXISTS (SELECT 1 FROM files WHERE owner = $1 AND path >= $2 AND path < $3)
