@@ -2,25 +2,44 @@
 //! HTTP/1.1 under a header-read timeout, and shuts down within a bounded
 //! grace. A hostile client (thousands of half-sent requests, idle
 //! keep-alives) costs one connection slot each, and only for the timeout.
+//!
+//! An answer given before its request's body was read (401, 413, 503, …)
+//! is followed by a lingering read, as nginx's lingering close: the rest of
+//! the body is read and discarded for a bounded time, so a client still
+//! sending gets to read the answer instead of a reset.
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::ConnectInfo;
-use hyper::body::Incoming;
+use bytes::Bytes;
+use http_body_util::BodyExt as _;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 use tower::ServiceExt as _;
 
 /// Largest request head (line and headers) read.
 const MAX_HEAD_BYTES: usize = 64 << 10;
+
+/// Longest the rest of a body answered early is read and discarded
+/// (nginx's `lingering_time`): time, not bytes, bounds what a client
+/// that keeps sending costs.
+const LINGERING_TIME: Duration = Duration::from_secs(30);
+
+/// Longest a lingering read waits for the next bytes (nginx's
+/// `lingering_timeout`): a client that stopped sending is let go.
+const LINGERING_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How the listener treats connections.
 #[derive(Debug, Clone, Copy)]
@@ -75,19 +94,40 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let service = app
-            .clone()
-            .map_request(move |mut request: axum::http::Request<Incoming>| {
-                request
-                    .extensions_mut()
-                    .insert(ConnectInfo::<SocketAddr>(remote));
-                request
-            });
+        let (lingering, bodies) = mpsc::unbounded_channel();
+        let app = app.clone();
+        let service = tower::service_fn(move |mut request: axum::http::Request<Incoming>| {
+            request
+                .extensions_mut()
+                .insert(ConnectInfo::<SocketAddr>(remote));
+            let handoff = Arc::new(Handoff::new(lingering.clone()));
+            let request = request.map(|body| Lingering::new(body, handoff.clone()));
+            let answer = app.clone().oneshot(request);
+            async move {
+                let response = answer.await;
+                // hyper writes the head as soon as this future is ready,
+                // before it polls the body again: a lingering read started
+                // from here never makes it send `100 Continue` first.
+                handoff.answered();
+                response
+            }
+        });
         let connection =
             http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
         let connection = graceful.watch(connection);
+        // The lingering reads run in the connection's own task: they hold
+        // its slot, and shutdown's abort ends them with it.
         connections.spawn(async move {
-            if let Err(error) = connection.await {
+            let discarding = discard_bodies(bodies, remote);
+            tokio::pin!(connection, discarding);
+            let mut discarded_all = false;
+            let ended = loop {
+                tokio::select! {
+                    ended = &mut connection => break ended,
+                    () = &mut discarding, if !discarded_all => discarded_all = true,
+                }
+            };
+            if let Err(error) = ended {
                 tracing::debug!(%error, %remote, "connection ended with an error");
             }
             drop(slot);
@@ -107,4 +147,139 @@ pub async fn serve(
     }
     connections.abort_all();
     while connections.join_next().await.is_some() {}
+}
+
+/// A request body that, dropped before its end, goes to its connection's
+/// lingering read once the answer is out, instead of being dropped: hyper
+/// closes the connection on a dropped unfinished body, and a client still
+/// sending then gets a reset in place of the answer.
+struct Lingering {
+    body: Option<Incoming>,
+    /// Read to its end, or failed: nothing left to discard.
+    finished: bool,
+    handoff: Arc<Handoff>,
+}
+
+impl Lingering {
+    fn new(body: Incoming, handoff: Arc<Handoff>) -> Self {
+        Self {
+            body: Some(body),
+            finished: false,
+            handoff,
+        }
+    }
+}
+
+impl Body for Lingering {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let Some(body) = self.body.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let polled = Pin::new(body).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            self.finished = true;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.finished || self.body.as_ref().is_none_or(Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
+    }
+}
+
+impl Drop for Lingering {
+    fn drop(&mut self) {
+        if let Some(body) = self.body.take()
+            && !self.finished
+            && !body.is_end_stream()
+        {
+            self.handoff.park(body);
+        }
+    }
+}
+
+/// Where a request's unfinished body waits for the request's answer.
+struct Handoff {
+    state: Mutex<Parked>,
+    lingering: mpsc::UnboundedSender<Incoming>,
+}
+
+struct Parked {
+    answered: bool,
+    body: Option<Incoming>,
+}
+
+impl Handoff {
+    fn new(lingering: mpsc::UnboundedSender<Incoming>) -> Self {
+        Self {
+            state: Mutex::new(Parked {
+                answered: false,
+                body: None,
+            }),
+            lingering,
+        }
+    }
+
+    /// Keep `body` unread until the answer is out (reading it earlier would
+    /// let hyper invite the client to send it with `100 Continue`); after,
+    /// discard it at once. A body held past the answer by a task comes here
+    /// late; a connection already gone just drops it.
+    fn park(&self, body: Incoming) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.answered {
+            let _ = self.lingering.send(body);
+        } else {
+            state.body = Some(body);
+        }
+    }
+
+    fn answered(&self) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.answered = true;
+        if let Some(body) = state.body.take() {
+            let _ = self.lingering.send(body);
+        }
+    }
+}
+
+/// Read and discard, one after the other, the bodies of a connection's
+/// requests that were answered early. One request at a time is read on an
+/// HTTP/1.1 connection, so one body at a time comes here.
+async fn discard_bodies(mut bodies: mpsc::UnboundedReceiver<Incoming>, remote: SocketAddr) {
+    while let Some(body) = bodies.recv().await {
+        let (bytes, ended) = discard(body).await;
+        tracing::debug!(%remote, bytes, ended, "discarded the rest of a body answered early");
+    }
+}
+
+/// Read `body` to its end, keeping nothing, for at most [`LINGERING_TIME`]
+/// and [`LINGERING_TIMEOUT`] between reads. Read to its end, the connection
+/// stays open for the next request; given up, the body is dropped and
+/// hyper closes the connection.
+async fn discard(mut body: Incoming) -> (u64, &'static str) {
+    let give_up = Instant::now() + LINGERING_TIME;
+    let mut bytes = 0;
+    loop {
+        let wait = (Instant::now() + LINGERING_TIMEOUT).min(give_up);
+        match tokio::time::timeout_at(wait, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                bytes += frame.data_ref().map_or(0, |data| data.len() as u64);
+            }
+            Ok(None) => return (bytes, "read to its end"),
+            Ok(Some(Err(_))) => return (bytes, "the client went away"),
+            Err(_) => return (bytes, "gave up"),
+        }
+    }
 }
