@@ -6,24 +6,31 @@
 //! An answer given before its request's body was read (401, 413, 503, …)
 //! is followed by a lingering read, as nginx's lingering close: the rest of
 //! the body is read and discarded for a bounded time, so a client still
-//! sending gets to read the answer instead of a reset.
+//! sending gets to read the answer instead of a reset. When the connection
+//! closes after that answer, our side of it is ended (FIN) as soon as the
+//! answer is out, so a client that reads to the end need not wait for the
+//! lingering read.
 
 use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::ConnectInfo;
+use axum::http::{HeaderMap, Version, header};
 use bytes::Bytes;
 use http_body_util::BodyExt as _;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::rt::ReadBufCursor;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -95,25 +102,34 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let (lingering, bodies) = mpsc::unbounded_channel();
+        let exchange = Arc::new(Exchange::default());
         let app = app.clone();
+        let io = HalfClosing::new(stream, exchange.clone());
         let service = tower::service_fn(move |mut request: axum::http::Request<Incoming>| {
             request
                 .extensions_mut()
                 .insert(ConnectInfo::<SocketAddr>(remote));
-            let handoff = Arc::new(Handoff::new(lingering.clone()));
+            // hyper reads the next request only once the last answer is
+            // written: the exchange is this request's alone.
+            exchange.start();
+            let last = closes_after(request.version(), request.headers());
+            let handoff = Arc::new(Handoff::new(
+                lingering.clone(),
+                last.then(|| exchange.clone()),
+            ));
             let request = request.map(|body| Lingering::new(body, handoff.clone()));
             let answer = app.clone().oneshot(request);
+            let exchange = exchange.clone();
             async move {
                 let response = answer.await;
                 // hyper writes the head as soon as this future is ready,
                 // before it polls the body again: a lingering read started
                 // from here never makes it send `100 Continue` first.
                 handoff.answered();
-                response
+                response.map(|response| response.map(|body| Answer { body, exchange }))
             }
         });
-        let connection =
-            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+        let connection = http.serve_connection(io, TowerToHyperService::new(service));
         let connection = graceful.watch(connection);
         // The lingering reads run in the connection's own task: they hold
         // its slot, and shutdown's abort ends them with it.
@@ -214,6 +230,9 @@ impl Drop for Lingering {
 struct Handoff {
     state: Mutex<Parked>,
     lingering: mpsc::UnboundedSender<Incoming>,
+    /// The connection's exchange when it closes after this request: a
+    /// lingering read then ends our side once the answer is out.
+    last: Option<Arc<Exchange>>,
 }
 
 struct Parked {
@@ -222,24 +241,33 @@ struct Parked {
 }
 
 impl Handoff {
-    fn new(lingering: mpsc::UnboundedSender<Incoming>) -> Self {
+    fn new(lingering: mpsc::UnboundedSender<Incoming>, last: Option<Arc<Exchange>>) -> Self {
         Self {
             state: Mutex::new(Parked {
                 answered: false,
                 body: None,
             }),
             lingering,
+            last,
         }
+    }
+
+    fn linger(&self, body: Incoming) {
+        if let Some(exchange) = &self.last {
+            exchange.half_close.store(true, Ordering::Release);
+        }
+        // A connection already gone drops the body.
+        let _ = self.lingering.send(body);
     }
 
     /// Keep `body` unread until the answer is out (reading it earlier would
     /// let hyper invite the client to send it with `100 Continue`); after,
     /// discard it at once. A body held past the answer by a task comes here
-    /// late; a connection already gone just drops it.
+    /// late.
     fn park(&self, body: Incoming) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if state.answered {
-            let _ = self.lingering.send(body);
+            self.linger(body);
         } else {
             state.body = Some(body);
         }
@@ -249,7 +277,7 @@ impl Handoff {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.answered = true;
         if let Some(body) = state.body.take() {
-            let _ = self.lingering.send(body);
+            self.linger(body);
         }
     }
 }
@@ -281,5 +309,145 @@ async fn discard(mut body: Incoming) -> (u64, &'static str) {
             Ok(Some(Err(_))) => return (bytes, "the client went away"),
             Err(_) => return (bytes, "gave up"),
         }
+    }
+}
+
+/// Whether the connection closes after the answer to a request with this
+/// version and these headers (RFC 9112 9.3).
+fn closes_after(version: Version, headers: &HeaderMap) -> bool {
+    let has = |token: &str| {
+        headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .any(|option| option.trim().eq_ignore_ascii_case(token))
+    };
+    has("close") || (version <= Version::HTTP_10 && !has("keep-alive"))
+}
+
+/// What the connection's writer knows of the request being answered.
+#[derive(Debug, Default)]
+struct Exchange {
+    /// The rest of the body is being discarded and the connection closes
+    /// after the answer.
+    half_close: AtomicBool,
+    /// hyper has taken the answer's last bytes.
+    answered: AtomicBool,
+}
+
+impl Exchange {
+    fn start(&self) {
+        self.half_close.store(false, Ordering::Release);
+        self.answered.store(false, Ordering::Release);
+    }
+}
+
+/// An answer's body that tells the exchange when hyper has taken its end.
+struct Answer {
+    body: axum::body::Body,
+    exchange: Arc<Exchange>,
+}
+
+impl Body for Answer {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || self.body.is_end_stream() {
+            self.exchange.answered.store(true, Ordering::Release);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        // hyper asks first, and never polls a body that has ended already.
+        let ended = self.body.is_end_stream();
+        if ended {
+            self.exchange.answered.store(true, Ordering::Release);
+        }
+        ended
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The connection's socket, which ends our side of it (FIN) at the first
+/// flush after an answer on a connection that closes once the rest of its
+/// body is discarded: a client that reads to the end then sees the end at
+/// once, while its bytes still come in and are discarded.
+struct HalfClosing {
+    io: TokioIo<TcpStream>,
+    exchange: Arc<Exchange>,
+    write_closed: bool,
+}
+
+impl HalfClosing {
+    fn new(stream: TcpStream, exchange: Arc<Exchange>) -> Self {
+        Self {
+            io: TokioIo::new(stream),
+            exchange,
+            write_closed: false,
+        }
+    }
+}
+
+impl hyper::rt::Read for HalfClosing {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl hyper::rt::Write for HalfClosing {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        std::task::ready!(Pin::new(&mut this.io).poll_flush(cx))?;
+        // hyper flushes only once its buffer is empty: the answer is out.
+        if !this.write_closed
+            && this.exchange.half_close.load(Ordering::Acquire)
+            && this.exchange.answered.load(Ordering::Acquire)
+        {
+            this.write_closed = true;
+            return Pin::new(&mut this.io).poll_shutdown(cx);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.write_closed {
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.io).poll_shutdown(cx)
     }
 }

@@ -224,6 +224,35 @@ async fn a_client_that_stops_sending_is_let_go() {
     server.stop().await;
 }
 
+/// On a connection that closes after the answer, the server ends its side
+/// once the answer is out, so a client that reads to the end has the whole
+/// answer at once; and it still discards what the client sends after.
+#[tokio::test]
+async fn a_closing_client_reads_to_the_end_and_may_still_send() {
+    let server = TestServer::start(|config| config.max_body = ByteSize(MIB)).await;
+    let body = vec![7u8; 32 * MB];
+    let mut stream = TcpStream::connect(server.addr).await.unwrap();
+    let head = format!(
+        "PUT /files/late.bin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut answer))
+        .await
+        .expect("the end of the answer")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.ends_with('}'), "the whole answer: {answer}");
+    // The end came before the server stopped reading: the body still goes.
+    stream
+        .write_all(&body)
+        .await
+        .expect("the rest is read and discarded, not reset");
+    server.stop().await;
+}
+
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
