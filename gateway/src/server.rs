@@ -451,3 +451,33 @@ impl hyper::rt::Write for HalfClosing {
         Pin::new(&mut this.io).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(connection: &[&str]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for value in connection {
+            headers.append(
+                header::CONNECTION,
+                value.parse().unwrap_or_else(|_| unreachable!()),
+            );
+        }
+        headers
+    }
+
+    #[test]
+    fn the_connection_closes_when_the_request_says_so_or_is_http_1_0() {
+        assert!(!closes_after(Version::HTTP_11, &headers(&[])));
+        assert!(closes_after(Version::HTTP_11, &headers(&["close"])));
+        assert!(closes_after(Version::HTTP_11, &headers(&["TE, Close"])));
+        assert!(closes_after(
+            Version::HTTP_11,
+            &headers(&["keep-alive", "close"])
+        ));
+        assert!(!closes_after(Version::HTTP_11, &headers(&["upgrade"])));
+        assert!(closes_after(Version::HTTP_10, &headers(&[])));
+        assert!(!closes_after(Version::HTTP_10, &headers(&["Keep-Alive"])));
+    }
+}
