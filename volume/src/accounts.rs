@@ -211,50 +211,54 @@ impl Accounts {
     /// collection releases), folders, tokens, sessions and share links, in one
     /// transaction; whether the user existed.
     pub async fn remove_user(&self, name: &str) -> Result<bool, VolumeError> {
-        let mut tx = self.db.begin_write().await?;
-        // The user's row first, as an upload takes it (after its blob's
-        // ledger row, before its file row): the same order, no deadlock.
-        let found: Option<(i64,)> = sql::query_as(&format!(
-            "SELECT id FROM users WHERE name = $1{}",
-            self.db.locking()
-        ))
-        .bind(name)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some((id,)) = found else {
-            return Ok(false);
-        };
-        let owner = Owner::from_id(id);
-        Tree::delete_owner(&mut tx, owner).await?;
-        properties::delete_owner(&mut tx, owner).await?;
-        locks::delete_owner(&mut tx, owner).await?;
-        for sql in [
-            "DELETE FROM shares WHERE owner = $1",
-            "DELETE FROM tokens WHERE user_id = $1",
-            "DELETE FROM sessions WHERE user_id = $1",
-            "DELETE FROM users WHERE id = $1",
-        ] {
-            sql::query(sql).bind(id).execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        Ok(true)
+        let db = &self.db;
+        db.write(async |tx: &mut WriteTx| {
+            // The user's row first, as an upload takes it (after its blob's
+            // ledger row, before its file row): the same order, no deadlock.
+            let found: Option<(i64,)> = sql::query_as(&format!(
+                "SELECT id FROM users WHERE name = $1{}",
+                db.locking()
+            ))
+            .bind(name)
+            .fetch_optional(&mut **tx)
+            .await?;
+            let Some((id,)) = found else {
+                return Ok(false);
+            };
+            let owner = Owner::from_id(id);
+            Tree::delete_owner(tx, owner).await?;
+            properties::delete_owner(tx, owner).await?;
+            locks::delete_owner(tx, owner).await?;
+            for statement in [
+                "DELETE FROM shares WHERE owner = $1",
+                "DELETE FROM tokens WHERE user_id = $1",
+                "DELETE FROM sessions WHERE user_id = $1",
+                "DELETE FROM users WHERE id = $1",
+            ] {
+                sql::query(statement).bind(id).execute(&mut **tx).await?;
+            }
+            Ok(true)
+        })
+        .await
     }
 
     /// Give the open tree (files, folders and share links made while the
     /// gateway had no user) to `user`, whose tree must not hold the same
     /// paths; how many files moved.
     pub async fn adopt_open_tree(&self, user: UserId) -> Result<u64, VolumeError> {
-        let mut tx = self.db.begin_write().await?;
         let to = Owner::user(user);
-        let moved = Tree::adopt_open(&mut tx, to).await?;
-        properties::adopt_open(&mut tx, to).await?;
-        locks::adopt_open(&mut tx, to).await?;
-        sql::query("UPDATE shares SET owner = $1 WHERE owner = 0")
-            .bind(user.0)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(moved)
+        self.db
+            .write(async |tx: &mut WriteTx| {
+                let moved = Tree::adopt_open(tx, to).await?;
+                properties::adopt_open(tx, to).await?;
+                locks::adopt_open(tx, to).await?;
+                sql::query("UPDATE shares SET owner = $1 WHERE owner = 0")
+                    .bind(user.0)
+                    .execute(&mut **tx)
+                    .await?;
+                Ok(moved)
+            })
+            .await
     }
 
     /// The bytes `owner` uses: their files' and their properties' (the

@@ -186,6 +186,29 @@ impl Database {
         }
     }
 
+    /// Run `body` in a write transaction ([`Database::begin_write`]):
+    /// committed when it returns `Ok`, rolled back when it returns an
+    /// error. On SQLite the rollback, too, returns only once the group's
+    /// commit is settled (see [`write_tx`]): an error found by reading
+    /// other writers' work in the group is not answered before that work
+    /// is durable.
+    pub(crate) async fn write<T>(
+        &self,
+        body: impl AsyncFnOnce(&mut WriteTx) -> Result<T, VolumeError>,
+    ) -> Result<T, VolumeError> {
+        let mut tx = self.begin_write().await?;
+        match body(&mut tx).await {
+            Ok(value) => {
+                tx.commit().await?;
+                Ok(value)
+            }
+            Err(error) => {
+                tx.rollback().await?;
+                Err(error)
+            }
+        }
+    }
+
     /// Appended to a `SELECT` in a write transaction: lock the rows read
     /// until commit. SQLite needs nothing (its writers are serialised).
     pub(crate) fn locking(&self) -> &'static str {
@@ -205,7 +228,12 @@ impl Database {
 
     /// Serialise, until `tx` ends, the transactions that take this lock for
     /// `owner`'s tree: a row-less lock on PostgreSQL (an advisory lock);
-    /// nothing on SQLite, whose writers take turns already.
+    /// nothing on SQLite, whose writers take turns already. Copies, moves,
+    /// folder deletes and lock grants take it. Row locks alone do not do
+    /// for a tree: under READ COMMITTED each statement reads afresh, so a
+    /// move that found its source, then waited on rows another move of the
+    /// same tree held, would find them gone and replace its destination
+    /// (the other's result) with nothing.
     pub(crate) async fn lock_tree(&self, tx: &mut WriteTx, owner: i64) -> Result<(), VolumeError> {
         if self.engine == Engine::Postgres {
             sql::query("SELECT pg_advisory_xact_lock($1)")

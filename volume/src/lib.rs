@@ -293,13 +293,17 @@ impl Volume {
         // In a write transaction: on SQLite that is this process's turn to
         // write, rather than the busy handler's race against the writers
         // that wait their turn.
-        let mut tx = self.db().begin_write().await?;
-        let digest = Tree::delete_file(&mut tx, owner, path)
-            .await?
-            .ok_or_else(|| VolumeError::NotFound(path.to_string()))?;
-        properties::forget(&mut tx, owner, path.as_str()).await?;
-        locks::forget_within(&mut tx, owner, path.as_str(), "", "").await?;
-        tx.commit().await?;
+        let digest = self
+            .db()
+            .write(async |tx: &mut WriteTx| {
+                let digest = Tree::delete_file(tx, owner, path)
+                    .await?
+                    .ok_or_else(|| VolumeError::NotFound(path.to_string()))?;
+                properties::forget(tx, owner, path.as_str()).await?;
+                locks::forget_within(tx, owner, path.as_str(), "", "").await?;
+                Ok(digest)
+            })
+            .await?;
         self.release_logged(&digest).await;
         Ok(())
     }
@@ -332,6 +336,8 @@ impl Volume {
             .upper_bound()
             .ok_or_else(|| VolumeError::NotFound("the root folder".into()))?;
         let mut tx = self.db().begin_write().await?;
+        // After any copy or move of the same tree (see `transfer`).
+        self.db().lock_tree(&mut tx, owner.id()).await?;
         let (digests, removed) =
             Tree::delete_range(&mut tx, owner, prefix.as_str(), &upper).await?;
         properties::forget_within(&mut tx, owner, prefix.as_str(), prefix.as_str(), &upper).await?;

@@ -5,7 +5,7 @@
 
 use sqlx::AnyConnection;
 
-use crate::db::{Database, sql};
+use crate::db::{Database, WriteTx, sql};
 use crate::error::VolumeError;
 use crate::types::{Owner, now_ms};
 
@@ -140,48 +140,49 @@ pub(crate) async fn lock(
     lock: NewLock,
 ) -> Result<LockOutcome, VolumeError> {
     let now = now_ms();
-    let mut tx = db.begin_write().await?;
-    db.lock_tree(&mut tx, owner.id()).await?;
-    let rows: Vec<LockRow> = sql::query_as(&format!(
-        "SELECT {LOCK_COLUMNS} FROM dav_locks WHERE owner = $1 AND expires_ms > $2"
-    ))
-    .bind(owner.id())
-    .bind(now)
-    .fetch_all(&mut *tx)
-    .await?;
-    let held: Vec<DavLock> = rows.into_iter().map(DavLock::from).collect();
-    if held.len() >= MAX_LOCKS_PER_OWNER {
-        return Ok(LockOutcome::TooMany);
-    }
-    if held.iter().any(|other| {
-        (other.exclusive || lock.exclusive) && other.overlaps(&lock.root, lock.infinite)
-    }) {
-        return Ok(LockOutcome::Conflict);
-    }
-    let expires_ms = now.saturating_add(seconds_ms(lock.timeout_s));
-    sql::query(&format!(
-        "INSERT INTO dav_locks ({LOCK_COLUMNS}, holder, owner)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-    ))
-    .bind(&lock.token)
-    .bind(&lock.root)
-    .bind(i64::from(lock.infinite))
-    .bind(i64::from(lock.exclusive))
-    .bind(i64::try_from(lock.timeout_s).unwrap_or(i64::MAX))
-    .bind(expires_ms)
-    .bind(&lock.holder)
-    .bind(owner.id())
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(LockOutcome::Granted(DavLock {
-        token: lock.token,
-        root: lock.root,
-        infinite: lock.infinite,
-        exclusive: lock.exclusive,
-        timeout_s: lock.timeout_s,
-        expires_ms,
-    }))
+    db.write(async |tx: &mut WriteTx| {
+        db.lock_tree(tx, owner.id()).await?;
+        let rows: Vec<LockRow> = sql::query_as(&format!(
+            "SELECT {LOCK_COLUMNS} FROM dav_locks WHERE owner = $1 AND expires_ms > $2"
+        ))
+        .bind(owner.id())
+        .bind(now)
+        .fetch_all(&mut **tx)
+        .await?;
+        let held: Vec<DavLock> = rows.into_iter().map(DavLock::from).collect();
+        if held.len() >= MAX_LOCKS_PER_OWNER {
+            return Ok(LockOutcome::TooMany);
+        }
+        if held.iter().any(|other| {
+            (other.exclusive || lock.exclusive) && other.overlaps(&lock.root, lock.infinite)
+        }) {
+            return Ok(LockOutcome::Conflict);
+        }
+        let expires_ms = now.saturating_add(seconds_ms(lock.timeout_s));
+        sql::query(&format!(
+            "INSERT INTO dav_locks ({LOCK_COLUMNS}, holder, owner)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+        ))
+        .bind(&lock.token)
+        .bind(&lock.root)
+        .bind(i64::from(lock.infinite))
+        .bind(i64::from(lock.exclusive))
+        .bind(i64::try_from(lock.timeout_s).unwrap_or(i64::MAX))
+        .bind(expires_ms)
+        .bind(&lock.holder)
+        .bind(owner.id())
+        .execute(&mut **tx)
+        .await?;
+        Ok(LockOutcome::Granted(DavLock {
+            token: lock.token,
+            root: lock.root,
+            infinite: lock.infinite,
+            exclusive: lock.exclusive,
+            timeout_s: lock.timeout_s,
+            expires_ms,
+        }))
+    })
+    .await
 }
 
 /// Remove every lock that has expired (they count for nothing already);

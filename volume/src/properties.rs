@@ -299,12 +299,15 @@ pub(crate) async fn delete_owner(tx: &mut AnyConnection, owner: Owner) -> Result
 /// Give the open tree's properties to `to` inside `tx`; where both have a
 /// property of one name on one key, `to`'s stays.
 pub(crate) async fn adopt_open(tx: &mut AnyConnection, to: Owner) -> Result<(), VolumeError> {
-    for sql in [
+    for statement in [
         "DELETE FROM dav_properties WHERE owner = 0 AND path IN
              (SELECT path FROM dav_properties WHERE owner = $1)",
         "UPDATE dav_properties SET owner = $1 WHERE owner = 0",
     ] {
-        sql::query(sql).bind(to.id()).execute(&mut *tx).await?;
+        sql::query(statement)
+            .bind(to.id())
+            .execute(&mut *tx)
+            .await?;
     }
     Ok(())
 }

@@ -2,7 +2,8 @@
 //! server-side copies and moves of whole trees. Each runs in one write
 //! transaction that orders the steps across the tables' owners: the
 //! owner's user row first (as an upload takes it, after its blob's ledger
-//! row), then every source file row, locked (the tree); then the
+//! row), then the owner's tree lock (`Database::lock_tree`, which folder
+//! deletes take too), then every source file row, locked (the tree); then the
 //! destination cleared (the tree, properties, locks), the quota weighed
 //! (a copy), the rows copied or renamed with their properties, and locks
 //! dropped (a move). They never touch the ledger: every digest they copy
@@ -75,56 +76,58 @@ impl Volume {
         overwrite: bool,
     ) -> Result<Transfer, VolumeError> {
         refuse_nested(from, to)?;
-        let mut tx = self.db().begin_write().await?;
-        let quota = quota::lock(self.db(), &mut tx, owner).await?;
-        let source = self.tree.find(&mut tx, owner, from).await?;
-        let now = now_ms();
-        let (file_bytes, property_bytes) = match &source {
-            Found::Missing => return Err(VolumeError::NotFound(from.to_string())),
-            Found::File(meta) => (
-                meta.size,
-                properties::bytes_of(self.db(), &mut tx, owner, from.as_str(), None).await?,
-            ),
-            Found::Folder => {
-                let folder = folder_of(from)?;
-                let under = (depth == Depth::Infinity).then(|| upper_of(&folder));
-                let files = match depth {
-                    Depth::Zero => 0,
-                    Depth::Infinity => {
-                        self.tree
-                            .hold_tree(&mut tx, owner, from, to, Some(MAX_TREE_ROWS))
-                            .await?
+        let db = self.db();
+        let (transfer, released) = db
+            .write(async |tx: &mut WriteTx| {
+                let quota = quota::lock(db, tx, owner).await?;
+                db.lock_tree(tx, owner.id()).await?;
+                let source = self.tree.find(tx, owner, from).await?;
+                let now = now_ms();
+                let (file_bytes, property_bytes) = match &source {
+                    Found::Missing => return Err(VolumeError::NotFound(from.to_string())),
+                    Found::File(meta) => (
+                        meta.size,
+                        properties::bytes_of(db, tx, owner, from.as_str(), None).await?,
+                    ),
+                    Found::Folder => {
+                        let folder = folder_of(from)?;
+                        let under = (depth == Depth::Infinity).then(|| upper_of(&folder));
+                        let files = match depth {
+                            Depth::Zero => 0,
+                            Depth::Infinity => {
+                                self.tree
+                                    .hold_tree(tx, owner, from, to, Some(MAX_TREE_ROWS))
+                                    .await?
+                            }
+                        };
+                        let within = under.as_deref().map(|upper| (&folder, upper));
+                        let bytes =
+                            properties::bytes_of(db, tx, owner, folder.as_str(), within).await?;
+                        (files, bytes)
                     }
                 };
-                let within = under.as_deref().map(|upper| (&folder, upper));
-                let bytes =
-                    properties::bytes_of(self.db(), &mut tx, owner, folder.as_str(), within)
-                        .await?;
-                (files, bytes)
-            }
-        };
-        let (transfer, released) = self
-            .clear_destination(&mut tx, owner, to, overwrite)
-            .await?;
-        let copied = file_bytes.saturating_add(property_bytes);
-        quota::check(self.db(), &mut tx, owner, quota, None, copied).await?;
-        match source {
-            Found::Missing => {}
-            Found::File(_) => {
-                rows::copy_file(&mut tx, owner, from, to, now).await?;
-                properties::copy(&mut tx, owner, from.as_str(), to.as_str()).await?;
-            }
-            Found::Folder => {
-                let (from, to) = (folder_of(from)?, folder_of(to)?);
-                if depth == Depth::Infinity {
-                    rows::copy_range(&mut tx, owner, &from, &to, now).await?;
-                    properties::copy_range(&mut tx, owner, &from, &to, &upper_of(&from)).await?;
+                let (transfer, released) = self.clear_destination(tx, owner, to, overwrite).await?;
+                let copied = file_bytes.saturating_add(property_bytes);
+                quota::check(db, tx, owner, quota, None, copied).await?;
+                match source {
+                    Found::Missing => {}
+                    Found::File(_) => {
+                        rows::copy_file(tx, owner, from, to, now).await?;
+                        properties::copy(tx, owner, from.as_str(), to.as_str()).await?;
+                    }
+                    Found::Folder => {
+                        let (from, to) = (folder_of(from)?, folder_of(to)?);
+                        if depth == Depth::Infinity {
+                            rows::copy_range(tx, owner, &from, &to, now).await?;
+                            properties::copy_range(tx, owner, &from, &to, &upper_of(&from)).await?;
+                        }
+                        rows::ensure_folder(tx, owner, &to, now).await?;
+                        properties::copy(tx, owner, from.as_str(), to.as_str()).await?;
+                    }
                 }
-                rows::ensure_folder(&mut tx, owner, &to, now).await?;
-                properties::copy(&mut tx, owner, from.as_str(), to.as_str()).await?;
-            }
-        }
-        tx.commit().await?;
+                Ok((transfer, released))
+            })
+            .await?;
         self.release_all(&released).await;
         Ok(transfer)
     }
@@ -141,39 +144,43 @@ impl Volume {
         overwrite: bool,
     ) -> Result<Transfer, VolumeError> {
         refuse_nested(from, to)?;
-        let mut tx = self.db().begin_write().await?;
-        // The user's row first, as uploads and copies take it.
-        quota::lock(self.db(), &mut tx, owner).await?;
-        let source = self.tree.find(&mut tx, owner, from).await?;
-        match source {
-            Found::Missing => return Err(VolumeError::NotFound(from.to_string())),
-            Found::Folder => {
-                self.tree.hold_tree(&mut tx, owner, from, to, None).await?;
-            }
-            Found::File(_) => {}
-        }
-        let (transfer, released) = self
-            .clear_destination(&mut tx, owner, to, overwrite)
+        let db = self.db();
+        let (transfer, released) = db
+            .write(async |tx: &mut WriteTx| {
+                // The user's row first, as uploads and copies take it.
+                quota::lock(db, tx, owner).await?;
+                db.lock_tree(tx, owner.id()).await?;
+                let source = self.tree.find(tx, owner, from).await?;
+                match source {
+                    Found::Missing => return Err(VolumeError::NotFound(from.to_string())),
+                    Found::Folder => {
+                        self.tree.hold_tree(tx, owner, from, to, None).await?;
+                    }
+                    Found::File(_) => {}
+                }
+                let (transfer, released) = self.clear_destination(tx, owner, to, overwrite).await?;
+                match source {
+                    Found::Missing => {}
+                    Found::File(_) => {
+                        rows::move_file(tx, owner, from, to).await?;
+                        properties::rename(tx, owner, from.as_str(), to.as_str()).await?;
+                        locks::forget_within(tx, owner, from.as_str(), "", "").await?;
+                    }
+                    Found::Folder => {
+                        let (from, to) = (folder_of(from)?, folder_of(to)?);
+                        let upper = upper_of(&from);
+                        rows::move_range(tx, owner, &from, &to).await?;
+                        properties::rename_range(tx, owner, &from, &to, &upper).await?;
+                        locks::forget_within(tx, owner, from.as_str(), from.as_str(), &upper)
+                            .await?;
+                        // A folder that only held files is made on purpose at its
+                        // destination, so that it stays if they go.
+                        rows::ensure_folder(tx, owner, &to, now_ms()).await?;
+                    }
+                }
+                Ok((transfer, released))
+            })
             .await?;
-        match source {
-            Found::Missing => {}
-            Found::File(_) => {
-                rows::move_file(&mut tx, owner, from, to).await?;
-                properties::rename(&mut tx, owner, from.as_str(), to.as_str()).await?;
-                locks::forget_within(&mut tx, owner, from.as_str(), "", "").await?;
-            }
-            Found::Folder => {
-                let (from, to) = (folder_of(from)?, folder_of(to)?);
-                let upper = upper_of(&from);
-                rows::move_range(&mut tx, owner, &from, &to).await?;
-                properties::rename_range(&mut tx, owner, &from, &to, &upper).await?;
-                locks::forget_within(&mut tx, owner, from.as_str(), from.as_str(), &upper).await?;
-                // A folder that only held files is made on purpose at its
-                // destination, so that it stays if they go.
-                rows::ensure_folder(&mut tx, owner, &to, now_ms()).await?;
-            }
-        }
-        tx.commit().await?;
         self.release_all(&released).await;
         Ok(transfer)
     }

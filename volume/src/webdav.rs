@@ -12,7 +12,7 @@ pub use crate::properties::{DeadProperty, MAX_PROPERTIES_PER_RESOURCE, PropertyC
 pub use crate::tree::transfer::{Depth, FolderMeta, MAX_TREE_ROWS, Node, Transfer};
 
 use crate::Volume;
-use crate::db::Database;
+use crate::db::{Database, WriteTx};
 use crate::error::VolumeError;
 use crate::types::Owner;
 use crate::{locks, properties, quota};
@@ -81,28 +81,28 @@ impl WebDavStore<'_> {
         changes: &[PropertyChange],
     ) -> Result<(), VolumeError> {
         let db = self.db();
-        let mut tx = db.begin_write().await?;
-        let quota = quota::lock(db, &mut tx, owner).await?;
-        let before = match quota {
-            Some(_) => properties::usage(db, &mut tx, owner).await?,
-            None => 0,
-        };
-        properties::apply(&mut tx, owner, key, changes).await?;
-        if let Some(quota) = quota {
-            let after = properties::usage(db, &mut tx, owner).await?;
-            let added = after.saturating_sub(before);
-            let used_now = quota::usage(db, &mut tx, owner, None).await?;
-            if added > 0 && used_now > quota {
-                // Dropped, the transaction rolls back.
-                return Err(VolumeError::QuotaExceeded {
-                    quota,
-                    used: used_now - added,
-                    size: added,
-                });
+        db.write(async |tx: &mut WriteTx| {
+            let quota = quota::lock(db, tx, owner).await?;
+            let before = match quota {
+                Some(_) => properties::usage(db, tx, owner).await?,
+                None => 0,
+            };
+            properties::apply(tx, owner, key, changes).await?;
+            if let Some(quota) = quota {
+                let after = properties::usage(db, tx, owner).await?;
+                let added = after.saturating_sub(before);
+                let used_now = quota::usage(db, tx, owner, None).await?;
+                if added > 0 && used_now > quota {
+                    return Err(VolumeError::QuotaExceeded {
+                        quota,
+                        used: used_now - added,
+                        size: added,
+                    });
+                }
             }
-        }
-        tx.commit().await?;
-        Ok(())
+            Ok(())
+        })
+        .await
     }
 
     /// The locks of `owner`'s tree that have not expired.

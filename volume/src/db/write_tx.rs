@@ -11,9 +11,12 @@
 //! once for all of them. [`WriteTx::commit`] returns only once that commit
 //! is durable, so nothing is acknowledged before it is; a commit that fails
 //! fails every writer of the group, and a crash before it loses only
-//! writes none of them had been told were stored. Every step that changes
-//! the group runs in a task of its own, so a cancelled writer cannot leave
-//! it half-way.
+//! writes none of them had been told were stored. A writer that undoes its
+//! part while the group holds others' work waits for that commit too: what
+//! it read of their work (and answered on) is durable before it answers.
+//! Every step that changes the group runs in a task of its own, so a
+//! cancelled writer cannot leave it half-way; a PostgreSQL transaction
+//! begins in a task of its own for the same reason (see [`WriteTx::own`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -163,8 +166,20 @@ enum End {
 }
 
 impl WriteTx {
+    /// Begin a transaction of its own (PostgreSQL), in a task of its own.
+    ///
+    /// sqlx counts a transaction only once the server has answered `BEGIN`,
+    /// and a rollback on drop only undoes a counted one. A caller cancelled
+    /// in between (a client hanging up) would leave the server in a
+    /// transaction nobody knows of, on a connection the pool hands out
+    /// again: its later statements would run inside it, hold their locks
+    /// and never commit (`idle in transaction`, and writers waiting on it
+    /// for ever). In a task `BEGIN` always finishes; if the caller has gone,
+    /// the transaction is dropped there, counted, and rolled back.
     pub(super) async fn own(pool: &AnyPool) -> Result<Self, VolumeError> {
-        Ok(Self(Kind::Own(pool.begin().await?)))
+        let pool = pool.clone();
+        let begun = tokio::spawn(async move { pool.begin().await });
+        Ok(Self(Kind::Own(begun.await.map_err(lost)??)))
     }
 
     /// Wait for this process's turn to write on SQLite, then join the open
@@ -310,10 +325,15 @@ async fn end_turn(
         group.abort(&error).await;
         return Err(error);
     }
-    let committed = (how == End::Keep).then(|| {
-        let (member, committed) = oneshot::channel();
+    // A kept part waits for the group's commit. So does an undone one when
+    // the group holds other writers' work: it may have failed because of
+    // what it saw of that work (a file already moved away), and its answer
+    // must not be seen before that work is durable (a read on another
+    // connection would not find it yet), nor stand if the commit fails.
+    let settled = (how == End::Keep || !group.members.is_empty()).then(|| {
+        let (member, settled) = oneshot::channel();
         group.members.push(member);
-        committed
+        settled
     });
     if writers.others_waiting() && group.members.len() < MAX_GROUP {
         writers.leave_open(&mut guard, group);
@@ -321,9 +341,9 @@ async fn end_turn(
         group.end().await;
     }
     drop(guard);
-    match committed {
+    match settled {
         None => Ok(()),
-        Some(committed) => Ok(committed.await.map_err(lost)??),
+        Some(settled) => Ok(settled.await.map_err(lost)??),
     }
 }
 

@@ -442,10 +442,139 @@ async fn concurrent_property_changes_never_pass_the_quota(backend: &Backend) {
     assert_eq!(volume.accounts().usage(fay).await.unwrap(), 4 * 206);
 }
 
+/// Requests cut off at any point (a client hanging up mid-`MOVE`) leave
+/// every pooled connection usable: each cancelled operation's transaction
+/// is all there or not at all, and the next operations, which reuse those
+/// connections, succeed.
+async fn cancelled_operations_leave_every_connection_usable(backend: &Backend) {
+    use webdav::Depth;
+    let (_dir, volume) = backend.open().await;
+    let volume = Arc::new(volume);
+    let open = Owner::OPEN;
+    let gone_or_done = |outcome: Result<(), VolumeError>| match outcome {
+        Ok(()) | Err(VolumeError::NotFound(_)) => {}
+        Err(other) => panic!("{other}"),
+    };
+    for round in 0..40_u64 {
+        put(&volume, "src/a", b"a").await.unwrap();
+        let property = set("urn:x", "p", "v");
+        let dav = volume.webdav();
+        dav.change_properties(open, "src/a", &[property])
+            .await
+            .unwrap();
+        // Cut off after 0 to 1.9 ms: before, during or after each step.
+        let cut = Duration::from_micros(100 * (round % 20));
+        let cancelled = volume.clone();
+        let _ = tokio::time::timeout(cut, async move {
+            cancelled
+                .move_node(open, &path("src"), &path("dst"), true)
+                .await?;
+            let (from, to) = (path("dst"), path("src"));
+            cancelled
+                .copy_node(open, &from, &to, Depth::Infinity, true)
+                .await?;
+            cancelled.webdav().forget(open, "dst/").await?;
+            let dst = Prefix::parse("dst/").unwrap();
+            cancelled.delete_folder(open, &dst).await
+        })
+        .await;
+        // Whatever the cut left, the same steps run whole now: at once, not
+        // stuck behind a transaction a cancelled step left open on a
+        // pooled connection (the bound only turns such a hang into a
+        // failure).
+        let again = async {
+            let moved = volume
+                .move_node(open, &path("src"), &path("dst"), true)
+                .await;
+            gone_or_done(moved.map(drop));
+            assert!(matches!(
+                volume.node(open, Some(&path("dst/a"))).await.unwrap(),
+                webdav::Node::File(_)
+            ));
+            assert_eq!(properties_at(&dav, open, "dst/a").await.len(), 1);
+            volume.webdav().forget(open, "dst/").await.unwrap();
+            let dst = Prefix::parse("dst/").unwrap();
+            gone_or_done(volume.delete_folder(open, &dst).await.map(drop));
+            let src = Prefix::parse("src/").unwrap();
+            gone_or_done(volume.delete_folder(open, &src).await.map(drop));
+            assert!(
+                volume
+                    .list(open, &Prefix::root(), None, 10)
+                    .await
+                    .unwrap()
+                    .entries
+                    .is_empty()
+            );
+        };
+        tokio::time::timeout(Duration::from_secs(60), again)
+            .await
+            .expect("no cancelled transaction is left holding locks");
+    }
+}
+
+/// Two moves of one folder over one destination at once (two clients, or
+/// two gateways): one moves it, the other finds it gone. Neither may
+/// replace the destination the first just made with nothing (on
+/// PostgreSQL the second used to find the source, wait for its rows, find
+/// them moved, clear the destination and move nothing).
+async fn racing_moves_of_one_tree_lose_nothing(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let volume = Arc::new(volume);
+    let open = Owner::OPEN;
+    for _ in 0..10 {
+        put(&volume, "src/a", b"a").await.unwrap();
+        put(&volume, "dst/old", b"old").await.unwrap();
+        let moves: Vec<_> = (0..2)
+            .map(|_| {
+                let volume = volume.clone();
+                tokio::spawn(async move {
+                    volume
+                        .move_node(open, &path("src"), &path("dst"), true)
+                        .await
+                })
+            })
+            .collect();
+        let mut moved = 0;
+        for outcome in moves {
+            match outcome.await.unwrap() {
+                Ok(_) => moved += 1,
+                Err(VolumeError::NotFound(_)) => {}
+                Err(other) => panic!("{other}"),
+            }
+        }
+        assert_eq!(moved, 1);
+        assert_eq!(read(&volume, "dst/a").await.unwrap().1, b"a");
+        let dst = Prefix::parse("dst/").unwrap();
+        volume.delete_folder(open, &dst).await.unwrap();
+    }
+}
+
+/// A write transaction whose caller is cancelled while it begins (a client
+/// hanging up at that moment) leaves no transaction open on the
+/// connection: the next statements on it commit as they run, and another
+/// connection sees them at once.
+async fn a_cancelled_begin_leaves_no_transaction_open(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let open = Owner::OPEN;
+    for round in 0..400_u64 {
+        let cut = Duration::from_micros(10 * (round % 50));
+        let _ = tokio::time::timeout(cut, volume.db().begin_write()).await;
+        let folder = Prefix::parse(&format!("f{round}/")).unwrap();
+        assert!(volume.make_folder(open, &folder).await.unwrap());
+        assert!(
+            volume.folder_exists(open, &folder).await.unwrap(),
+            "round {round}: a folder made on a pooled connection is not seen"
+        );
+    }
+}
+
 suite!(
     webdav_copies_and_moves_trees_as_rows,
     webdav_locks_conflict_refresh_and_expire,
     moves_deletes_and_forgets_interleave_on_one_connection,
     properties_count_against_the_quota,
     concurrent_property_changes_never_pass_the_quota,
+    cancelled_operations_leave_every_connection_usable,
+    racing_moves_of_one_tree_lose_nothing,
+    a_cancelled_begin_leaves_no_transaction_open,
 );

@@ -359,11 +359,14 @@ impl Tree {
         tx: &mut AnyConnection,
         owner: Owner,
     ) -> Result<(), VolumeError> {
-        for sql in [
+        for statement in [
             "DELETE FROM files WHERE owner = $1",
             "DELETE FROM folders WHERE owner = $1",
         ] {
-            sql::query(sql).bind(owner.id()).execute(&mut *tx).await?;
+            sql::query(statement)
+                .bind(owner.id())
+                .execute(&mut *tx)
+                .await?;
         }
         Ok(())
     }
@@ -387,12 +390,15 @@ impl Tree {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        for sql in [
+        for statement in [
             "DELETE FROM folders WHERE owner = 0 AND path IN
                  (SELECT path FROM folders WHERE owner = $1)",
             "UPDATE folders SET owner = $1 WHERE owner = 0",
         ] {
-            sql::query(sql).bind(to.id()).execute(&mut *tx).await?;
+            sql::query(statement)
+                .bind(to.id())
+                .execute(&mut *tx)
+                .await?;
         }
         Ok(moved)
     }

@@ -181,7 +181,7 @@ pub(crate) async fn copy_range(
     now_ms: i64,
 ) -> Result<(), VolumeError> {
     let upper = upper_of(from);
-    for sql in [
+    for statement in [
         "INSERT INTO files (owner, path, size, sha256, blake3, content_type, created_ms, modified_ms)
          SELECT owner, $2 || SUBSTR(path, CAST($3 AS INTEGER)), size, sha256,
                 blake3, content_type, $6, $6
@@ -190,7 +190,7 @@ pub(crate) async fn copy_range(
          SELECT owner, $2 || SUBSTR(path, CAST($3 AS INTEGER)), $6
          FROM folders WHERE owner = $1 AND path > $4 AND path < $5",
     ] {
-        rewrite(sql, owner, from, to, &upper)
+        rewrite(statement, owner, from, to, &upper)
             .bind(now_ms)
             .execute(&mut *tx)
             .await?;
@@ -223,13 +223,13 @@ pub(crate) async fn move_range(
     to: &Prefix,
 ) -> Result<(), VolumeError> {
     let upper = upper_of(from);
-    for sql in [
+    for statement in [
         "UPDATE files SET path = $2 || SUBSTR(path, CAST($3 AS INTEGER))
          WHERE owner = $1 AND path >= $4 AND path < $5",
         "UPDATE folders SET path = $2 || SUBSTR(path, CAST($3 AS INTEGER))
          WHERE owner = $1 AND path >= $4 AND path < $5",
     ] {
-        rewrite(sql, owner, from, to, &upper)
+        rewrite(statement, owner, from, to, &upper)
             .execute(&mut *tx)
             .await?;
     }
