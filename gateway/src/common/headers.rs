@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::{HeaderMap, HeaderValue, Uri, header};
 
-use crate::error::AppError;
 use crate::runtime::ByteRange;
+use crate::service::LockTokens;
 
 use super::if_header::IfHeader;
 
@@ -52,12 +52,17 @@ pub(crate) fn parse_if_none_match(headers: &HeaderMap) -> Vec<String> {
         .collect()
 }
 
-/// The lock tokens a request submits in its `If` header (none without one).
-pub(crate) fn submitted_tokens(headers: &HeaderMap) -> Result<Vec<String>, AppError> {
-    Ok(IfHeader::from_headers(headers)
-        .map_err(AppError::BadRequest)?
-        .map(|condition| condition.submitted_tokens().map(str::to_owned).collect())
-        .unwrap_or_default())
+/// The lock tokens a request submits in its `If` header (none without
+/// one); an unreadable header is kept as such, for the locks to refuse.
+pub(crate) fn submitted_tokens(headers: &HeaderMap) -> LockTokens {
+    match IfHeader::from_headers(headers) {
+        Ok(condition) => LockTokens::new(
+            condition
+                .map(|condition| condition.submitted_tokens().map(str::to_owned).collect())
+                .unwrap_or_default(),
+        ),
+        Err(why) => LockTokens::Unreadable(why),
+    }
 }
 
 /// A declared `Content-Length`, if there is one that parses.
@@ -135,8 +140,11 @@ mod tests {
     fn submitted_lock_tokens() {
         let tokens =
             |value| submitted_tokens(&headers(header::HeaderName::from_static("if"), value));
-        assert_eq!(tokens("(<urn:a>) (Not <urn:b>)").unwrap(), ["urn:a"]);
-        assert!(tokens("(").is_err());
-        assert!(submitted_tokens(&HeaderMap::new()).unwrap().is_empty());
+        assert_eq!(
+            tokens("(<urn:a>) (Not <urn:b>)"),
+            LockTokens::new(vec!["urn:a".into()])
+        );
+        assert!(matches!(tokens("("), LockTokens::Unreadable(_)));
+        assert_eq!(submitted_tokens(&HeaderMap::new()), LockTokens::default());
     }
 }

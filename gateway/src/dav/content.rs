@@ -194,11 +194,13 @@ impl Dav<'_> {
         }
         let tokens = self.preconditions(target, &node).await?;
         let folder = Prefix::parse(name.as_str())?;
-        self.state.files.forget(self.owner, folder.as_str()).await?;
         self.state
             .files
             .make_folder(self.owner, &folder, &tokens)
             .await?;
+        // What a vanished resource left at this name is not the new
+        // folder's: dropped once the locks let the folder be made.
+        self.state.files.forget(self.owner, folder.as_str()).await?;
         Ok(StatusCode::CREATED.into_response())
     }
 }

@@ -22,16 +22,19 @@ use crate::common::body::read_small_body;
 use crate::common::headers::{http_date, rfc3339};
 use crate::error::AppError;
 use crate::runtime::{PacedSender, paced_body};
-use crate::service::FileService;
+use crate::service::{Change, FileService};
 
 use super::content::LISTING_PAGE;
 use super::target::{Target, href, key_of};
 use super::xml::{self, DAV, Document, PropName, Propfind};
 use super::{Dav, MAX_XML_BODY, Stopped, xml_answer};
 
-/// Resources described per part of a streamed multistatus (their dead
-/// properties are read together).
+/// Resources whose dead properties are read together (at most 256 values
+/// of 16 KiB each per resource).
 const RESOURCES_PER_PART: usize = 16;
+
+/// A streamed multistatus is sent whenever this much of it is written.
+const PART_BYTES: usize = 256 * 1024;
 
 /// What every part of one `PROPFIND` answer describes against.
 struct Asked {
@@ -72,7 +75,18 @@ impl Dav<'_> {
         // to 207, so what fails here still gets its own status.
         let key = key_of(&node, target);
         let mut document = Document::new("multistatus");
-        describe(files, &asked, &mut document, vec![(key, node.clone())]).await?;
+        describe(
+            files,
+            &asked,
+            &mut document,
+            vec![(key, node.clone())],
+            None,
+        )
+        .await
+        .map_err(|stopped| match stopped {
+            Stopped::Failed(error) => error,
+            Stopped::Cut(cut) => AppError::Internal(cut.to_string()),
+        })?;
         let first = document.take();
         let folder = match (depth_one, node) {
             (true, Node::Folder(folder)) => Some(folder.prefix),
@@ -115,6 +129,11 @@ impl Dav<'_> {
         }
         let key = key_of(&node, target);
         let tokens = self.preconditions(target, &node).await?;
+        // A locked resource answers 423 whatever the body names.
+        self.state
+            .files
+            .check_locks(self.owner, &tokens, &[Change::One(&key)])
+            .await?;
         let name_of = |change: &PropertyChange| match change {
             PropertyChange::Set(property) => PropName {
                 namespace: property.namespace.clone(),
@@ -193,8 +212,7 @@ async fn stream_members(
         let mut members = members.into_iter().peekable();
         while members.peek().is_some() {
             let part: Vec<(String, Node)> = members.by_ref().take(RESOURCES_PER_PART).collect();
-            describe(files, asked, document, part).await?;
-            send(sender, document.take()).await?;
+            describe(files, asked, document, part, Some(&mut *sender)).await?;
         }
         match page.next_after {
             Some(next) => after = Some(next),
@@ -205,13 +223,15 @@ async fn stream_members(
 
 /// Write the `response` elements of `resources` (key and node) into
 /// `document`, with their dead properties and, for folders known only by
-/// name, the date they were made.
+/// name, the date they were made; with a `sender`, send what is written
+/// whenever it reaches [`PART_BYTES`], and at the end.
 async fn describe(
     files: &FileService,
     asked: &Asked,
     document: &mut Document,
     mut resources: Vec<(String, Node)>,
-) -> Result<(), AppError> {
+    mut sender: Option<&mut PacedSender>,
+) -> Result<(), Stopped> {
     let keys: Vec<String> = resources.iter().map(|(key, _)| key.clone()).collect();
     let unnamed: Vec<String> = resources
         .iter()
@@ -247,6 +267,14 @@ async fn describe(
             holders: &asked.holders,
         };
         resource.describe(document, &asked.asked);
+        if let Some(sender) = sender.as_deref_mut()
+            && document.written() >= PART_BYTES
+        {
+            send(sender, document.take()).await?;
+        }
+    }
+    if let Some(sender) = sender {
+        send(sender, document.take()).await?;
     }
     Ok(())
 }

@@ -506,6 +506,11 @@ impl Document {
         self
     }
 
+    /// How many bytes are written and not yet handed over.
+    pub(crate) fn written(&self) -> usize {
+        self.writer.get_ref().len()
+    }
+
     /// The bytes written so far, handed over (an answer streamed in parts:
     /// the document goes on from where they end).
     pub(crate) fn take(&mut self) -> Vec<u8> {

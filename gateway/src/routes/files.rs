@@ -27,7 +27,7 @@ use crate::common::headers::{
     content_length, has_param, insert, parse_if_none_match, parse_range, rfc3339, submitted_tokens,
 };
 use crate::error::AppError;
-use crate::service::{LockTokens, StoreOptions, Usage, Want};
+use crate::service::{StoreOptions, Usage, Want};
 
 /// The longest a share link may be asked to last: ten years.
 const MAX_EXPIRY_SECONDS: u64 = 10 * 365 * 24 * 3600;
@@ -243,7 +243,7 @@ async fn post_file(
             ));
         }
         let folder = Prefix::from_url(raw)?;
-        let tokens = LockTokens::new(submitted_tokens(&headers)?);
+        let tokens = submitted_tokens(&headers);
         let made = state
             .files
             .make_folder(caller.owner(), &folder, &tokens)
@@ -272,7 +272,7 @@ async fn store_file(
         ));
     }
     let path = FilePath::from_url(raw)?;
-    let tokens = LockTokens::new(submitted_tokens(&headers)?);
+    let tokens = submitted_tokens(&headers);
     let meta = state
         .files
         .store(&caller, &path, body, store_options(&headers), &tokens)
@@ -387,7 +387,7 @@ async fn delete_file(
     if raw.ends_with('/') && has_param(&uri, "recursive") {
         // `DELETE /files/{dir}/?recursive`: the folder and all it holds.
         let folder = Prefix::from_url(raw)?;
-        let tokens = LockTokens::new(submitted_tokens(&headers)?);
+        let tokens = submitted_tokens(&headers);
         state
             .files
             .delete_folder(caller.owner(), &folder, &tokens)
@@ -395,7 +395,7 @@ async fn delete_file(
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     let path = FilePath::from_url(raw)?;
-    let tokens = LockTokens::new(submitted_tokens(&headers)?);
+    let tokens = submitted_tokens(&headers);
     state
         .files
         .delete_file(caller.owner(), &path, &tokens)

@@ -83,7 +83,10 @@ pub enum Cut {
 pub struct PacedSender {
     sender: mpsc::Sender<Result<Bytes, std::io::Error>>,
     pace: Pace,
-    started: Instant,
+    /// When the first chunk was offered: the pace counts from there, not
+    /// from when the answer was set up (a download's verification may
+    /// take long before its first byte).
+    started: Option<Instant>,
     sent: u64,
     /// Set when the body was cut, so the client's end fails rather than
     /// ending cleanly.
@@ -111,7 +114,7 @@ pub fn paced_body(pace: Pace) -> (PacedSender, Body) {
     let sender = PacedSender {
         sender,
         pace,
-        started: Instant::now(),
+        started: None,
         sent: 0,
         cut,
     };
@@ -123,7 +126,8 @@ impl PacedSender {
     /// the pace allows. After an error the body is over: drop the sender.
     pub async fn send(&mut self, chunk: Bytes) -> Result<(), Cut> {
         let len = chunk.len() as u64;
-        let (deadline, slowness) = self.pace.deadline(self.started, self.sent);
+        let started = *self.started.get_or_insert_with(Instant::now);
+        let (deadline, slowness) = self.pace.deadline(started, self.sent);
         match tokio::time::timeout_at(deadline.into(), self.sender.send(Ok(chunk))).await {
             Err(_) => {
                 self.cut.store(true, Ordering::Release);

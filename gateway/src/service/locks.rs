@@ -23,24 +23,43 @@ pub(crate) enum Change<'a> {
     Tree(&'a str),
 }
 
-/// The lock tokens a request submits (in WebDAV's `If` header).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct LockTokens(Vec<String>);
+/// The lock tokens a request submits (in WebDAV's `If` header), or why
+/// its `If` header could not be read: that matters (400) only where a
+/// lock covers what the request changes, as it did before any lock existed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LockTokens {
+    Submitted(Vec<String>),
+    Unreadable(String),
+}
+
+impl Default for LockTokens {
+    fn default() -> Self {
+        Self::Submitted(Vec::new())
+    }
+}
 
 impl LockTokens {
     pub(crate) fn new(tokens: Vec<String>) -> Self {
-        Self(tokens)
+        Self::Submitted(tokens)
     }
 
     /// These tokens and `token`.
     fn and(&self, token: &str) -> Self {
-        let mut tokens = self.0.clone();
-        tokens.push(token.to_owned());
-        Self(tokens)
+        match self {
+            Self::Submitted(tokens) => {
+                let mut tokens = tokens.clone();
+                tokens.push(token.to_owned());
+                Self::Submitted(tokens)
+            }
+            Self::Unreadable(_) => Self::Submitted(vec![token.to_owned()]),
+        }
     }
 
-    fn contains(&self, token: &str) -> bool {
-        self.0.iter().any(|submitted| submitted == token)
+    fn contains(&self, token: &str) -> Result<bool, AppError> {
+        match self {
+            Self::Submitted(tokens) => Ok(tokens.iter().any(|submitted| submitted == token)),
+            Self::Unreadable(why) => Err(AppError::BadRequest(why.clone())),
+        }
     }
 }
 
@@ -56,11 +75,10 @@ pub(crate) fn refuse_locked(
             Change::One(key) => (key, false),
             Change::Tree(key) => (key, true),
         };
-        let blocking = locks.iter().find(|lock| {
-            (lock.covers(key) || (tree && lock.within(key))) && !tokens.contains(&lock.token)
-        });
-        if let Some(lock) = blocking {
-            return Err(AppError::Locked(lock.root.clone()));
+        for lock in locks {
+            if (lock.covers(key) || (tree && lock.within(key))) && !tokens.contains(&lock.token)? {
+                return Err(AppError::Locked(lock.root.clone()));
+            }
         }
     }
     Ok(())
@@ -206,5 +224,12 @@ mod tests {
         let inner = [lock("t/u/v.txt", false, "urn:2")];
         assert!(refuse_locked(&inner, &none, &[Change::Tree("t/")]).is_err());
         assert!(refuse_locked(&inner, &none, &[Change::One("t/")]).is_ok());
+        // An unreadable If header matters only where a lock is met.
+        let unreadable = LockTokens::Unreadable("bad If".into());
+        assert!(refuse_locked(&locks, &unreadable, &[Change::One("c.txt")]).is_ok());
+        assert!(matches!(
+            refuse_locked(&locks, &unreadable, &[Change::One("a/b.txt")]),
+            Err(AppError::BadRequest(_))
+        ));
     }
 }
