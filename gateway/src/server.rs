@@ -117,7 +117,15 @@ pub async fn serve(
                 lingering.clone(),
                 last.then(|| exchange.clone()),
             ));
-            let request = request.map(|body| Lingering::new(body, handoff.clone()));
+            // A client that waits for `100 Continue` has sent no body: one
+            // answered before it was read is not coming, and reading on
+            // would take the client's next request for it.
+            let awaits_continue = request
+                .headers()
+                .get(axum::http::header::EXPECT)
+                .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+            let request =
+                request.map(|body| Lingering::new(body, handoff.clone(), awaits_continue));
             let answer = app.clone().oneshot(request);
             let exchange = exchange.clone();
             async move {
@@ -173,14 +181,21 @@ struct Lingering {
     body: Option<Incoming>,
     /// Read to its end, or failed: nothing left to discard.
     finished: bool,
+    /// The request said `Expect: 100-continue`: until the body is first
+    /// read, the client sends none of it.
+    awaits_continue: bool,
+    /// The body was read from at least once (so `100 Continue` went out).
+    read_from: bool,
     handoff: Arc<Handoff>,
 }
 
 impl Lingering {
-    fn new(body: Incoming, handoff: Arc<Handoff>) -> Self {
+    fn new(body: Incoming, handoff: Arc<Handoff>, awaits_continue: bool) -> Self {
         Self {
             body: Some(body),
             finished: false,
+            awaits_continue,
+            read_from: false,
             handoff,
         }
     }
@@ -194,6 +209,7 @@ impl Body for Lingering {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        self.read_from = true;
         let Some(body) = self.body.as_mut() else {
             return Poll::Ready(None);
         };
@@ -217,7 +233,11 @@ impl Body for Lingering {
 
 impl Drop for Lingering {
     fn drop(&mut self) {
+        // A body never invited with `100 Continue` is not on its way:
+        // dropped, hyper closes the connection as it always did.
+        let invited = !self.awaits_continue || self.read_from;
         if let Some(body) = self.body.take()
+            && invited
             && !self.finished
             && !body.is_end_stream()
         {
