@@ -13,14 +13,13 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::TestServer;
-use fantoccini::{Client, ClientBuilder, Locator};
+use common::browser::Driver;
+use fantoccini::Locator;
 use gateway::config::ByteSize;
-use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -253,73 +252,6 @@ async fn a_closing_client_reads_to_the_end_and_may_still_send() {
     server.stop().await;
 }
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-
-/// ChromeDriver on a free loopback port, killed on drop.
-struct Driver {
-    child: Child,
-    url: String,
-}
-
-impl Driver {
-    async fn start() -> Self {
-        for binary in [CHROMIUM, CHROMEDRIVER] {
-            assert!(
-                Path::new(binary).exists(),
-                "{binary} is missing: install Debian's chromium and chromium-driver \
-                 (apt-get install chromium chromium-driver), as .ci/run does"
-            );
-        }
-        let port = testsupport::free_port();
-        let child = Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let give_up = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-            assert!(Instant::now() < give_up, "chromedriver did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Self {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        }
-    }
-
-    async fn browser(&self, profile: &Path) -> Client {
-        let capabilities = json!({
-            "browserName": "chrome",
-            "goog:chromeOptions": {
-                "binary": CHROMIUM,
-                "args": [
-                    "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    "--disable-quic", "--window-size=1280,1000",
-                    format!("--user-data-dir={}", profile.display()),
-                ],
-            }
-        });
-        let Value::Object(capabilities) = capabilities else {
-            unreachable!()
-        };
-        ClientBuilder::new(HttpConnector::new())
-            .capabilities(capabilities)
-            .connect(&self.url)
-            .await
-            .unwrap()
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Poll `ready` until it gives a value, or fail after `limit`.
 async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut ready: F) -> T
 where
@@ -353,7 +285,7 @@ async fn a_burst_of_fetch_uploads_in_chromium_ends_in_201_or_503_with_retry_afte
     .await;
     let scratch = tempfile::tempdir().unwrap();
     let driver = Driver::start().await;
-    let browser = driver.browser(&scratch.path().join("profile")).await;
+    let browser = driver.browser(&scratch.path().join("profile"), None).await;
     browser.goto(&server.url("/")).await.unwrap();
     let started = Instant::now();
     browser
@@ -429,7 +361,7 @@ async fn the_page_retries_a_503_after_retry_after_and_says_so() {
     let upload = scratch.path().join("retried.bin");
     std::fs::write(&upload, &content).unwrap();
     let driver = Driver::start().await;
-    let browser = driver.browser(&scratch.path().join("profile")).await;
+    let browser = driver.browser(&scratch.path().join("profile"), None).await;
     browser.goto(&server.url("/")).await.unwrap();
     let input = browser.find(Locator::Id("file-input")).await.unwrap();
     input.send_keys(upload.to_str().unwrap()).await.unwrap();

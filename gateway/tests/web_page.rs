@@ -10,92 +10,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::browser::Driver;
 use common::{TestServer, random_bytes, sha256_hex};
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::{Client, Locator};
 use gateway::recycler::Mode;
-use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
-
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-
-/// ChromeDriver on a free loopback port, killed on drop.
-struct Driver {
-    child: Child,
-    url: String,
-}
-
-impl Driver {
-    async fn start() -> Self {
-        for binary in [CHROMIUM, CHROMEDRIVER] {
-            assert!(
-                Path::new(binary).exists(),
-                "{binary} is missing: install Debian's chromium and chromium-driver \
-                 (apt-get install chromium chromium-driver), as .ci/run does"
-            );
-        }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let give_up = Instant::now() + Duration::from_secs(20);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(Instant::now() < give_up, "chromedriver did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Self {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        }
-    }
-
-    async fn browser(&self, profile: &Path, downloads: &Path) -> Client {
-        let capabilities = json!({
-            "browserName": "chrome",
-            "goog:chromeOptions": {
-                "binary": CHROMIUM,
-                "args": [
-                    "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    "--disable-quic", "--window-size=1280,1000",
-                    format!("--user-data-dir={}", profile.display()),
-                ],
-                "prefs": {
-                    "download.default_directory": downloads.display().to_string(),
-                    "download.prompt_for_download": false,
-                }
-            }
-        });
-        let serde_json::Value::Object(capabilities) = capabilities else {
-            unreachable!()
-        };
-        ClientBuilder::new(HttpConnector::new())
-            .capabilities(capabilities)
-            .connect(&self.url)
-            .await
-            .unwrap()
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Wait until `ready` holds, polling, or fail after 20 s.
 async fn eventually<F, Fut>(what: &str, mut ready: F)
@@ -163,7 +84,7 @@ async fn upload_browse_download_delete_and_watch_the_pool_in_chromium() {
     let digest = sha256_hex(&content);
 
     let driver = Driver::start().await;
-    let browser = driver.browser(&profile, &downloads).await;
+    let browser = driver.browser(&profile, Some(&downloads)).await;
     browser.goto(&server.url("/")).await.unwrap();
 
     // The pool panel draws one bar per instance.
@@ -348,7 +269,7 @@ async fn signs_in_and_out() {
     let digest = sha256_hex(&content);
 
     let driver = Driver::start().await;
-    let browser = driver.browser(&profile, &downloads).await;
+    let browser = driver.browser(&profile, Some(&downloads)).await;
     browser.goto(&server.url("/")).await.unwrap();
 
     eventually("the sign-in form", || shown(&browser, "signin")).await;

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
+pub mod browser;
+
 use std::path::{Path, PathBuf};
 
 use gateway::AppState;
