@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use axum::http::{HeaderMap, HeaderValue, Uri, header};
 
 use crate::runtime::ByteRange;
-use crate::service::LockTokens;
+use crate::service::{LockTokens, StoreOptions};
 
 use super::if_header::IfHeader;
 
@@ -72,6 +72,17 @@ pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
         .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
 }
 
+/// What a request's headers say about how to store its body.
+pub(crate) fn store_options(headers: &HeaderMap) -> StoreOptions {
+    StoreOptions {
+        declared: content_length(headers),
+        content_type: headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned),
+        create_only: parse_if_none_match(headers).iter().any(|tag| tag == "*"),
+    }
+}
 /// Whether the query string has the parameter `name` (with or without a value).
 pub(crate) fn has_param(uri: &Uri, name: &str) -> bool {
     uri.query().is_some_and(|query| {

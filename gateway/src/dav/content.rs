@@ -10,10 +10,10 @@ use volume::{FilePath, Prefix};
 
 use crate::common::answer::file_response;
 use crate::common::body::read_small_body;
-use crate::common::headers::{content_length, parse_if_none_match, parse_range};
+use crate::common::headers::{parse_if_none_match, parse_range, store_options};
 use crate::error::AppError;
 use crate::runtime::paced_body;
-use crate::service::{StoreOptions, Want};
+use crate::service::Want;
 
 use super::target::{Target, href};
 use super::{Dav, MAX_XML_BODY, Read, Stopped};
@@ -115,17 +115,7 @@ impl Dav<'_> {
             )));
         }
         let tokens = self.preconditions(target, &node).await?;
-        let options = StoreOptions {
-            declared: content_length(self.headers),
-            content_type: self
-                .headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|value| value.to_str().ok())
-                .map(str::to_owned),
-            create_only: parse_if_none_match(self.headers)
-                .iter()
-                .any(|tag| tag == "*"),
-        };
+        let options = store_options(self.headers);
         let meta = self
             .state
             .files

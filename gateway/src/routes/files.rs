@@ -24,10 +24,10 @@ use crate::auth::Caller;
 use crate::auth::secrets::{self, ShareToken};
 use crate::common::answer::file_response;
 use crate::common::headers::{
-    content_length, has_param, insert, parse_if_none_match, parse_range, rfc3339, submitted_tokens,
+    has_param, insert, parse_if_none_match, parse_range, rfc3339, store_options, submitted_tokens,
 };
 use crate::error::AppError;
-use crate::service::{StoreOptions, Usage, Want};
+use crate::service::{Usage, Want};
 
 /// The longest a share link may be asked to last: ten years.
 const MAX_EXPIRY_SECONDS: u64 = 10 * 365 * 24 * 3600;
@@ -358,18 +358,6 @@ async fn create_share(
         expires: expires_ms.map(rfc3339),
     };
     Ok((StatusCode::CREATED, Json(view)).into_response())
-}
-
-/// What a request's headers say about how to store its body.
-pub(crate) fn store_options(headers: &HeaderMap) -> StoreOptions {
-    StoreOptions {
-        declared: content_length(headers),
-        content_type: headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned),
-        create_only: parse_if_none_match(headers).iter().any(|tag| tag == "*"),
-    }
 }
 
 async fn delete_file(
