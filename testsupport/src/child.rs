@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 /// Stopping sends `stop_signal` (to the process, or to its whole group),
 /// waits up to `grace` for the process to exit, then sends `SIGKILL` to the
 /// whole group (which also takes down any children left behind) and reaps
-/// the process.
+/// the process; it returns once no member of the group is left running.
 #[derive(Debug)]
 pub struct ChildGuard {
     child: Option<Child>,
@@ -69,6 +69,13 @@ impl ChildGuard {
         // an unrelated process; it fails harmlessly if the group is empty.
         let _ = signal("KILL", pid, true);
         let _ = child.wait();
+        // `kill` returns before the signal is delivered: a member may still
+        // be running for a moment. Wait (bounded) until none is left, so a
+        // stopped guard means a stopped group.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !process_group_members(pid).is_empty() && Instant::now() < deadline {
+            sleep(Duration::from_millis(5));
+        }
     }
 }
 
