@@ -55,6 +55,7 @@ async fn lifecycle() -> anyhow::Result<()> {
             want_body: false,
             range: None,
             if_none_match: Vec::new(),
+            window: 32 * MIB as u64,
         };
         let answer = instance.fetch(volume::Owner::OPEN, request, None).await?;
         assert!(answer.is_err(), "the file does not exist");

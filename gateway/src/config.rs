@@ -78,17 +78,29 @@ pub struct Config {
 
     /// Most linear memory one instance may grow to (bytes; KiB/MiB/GiB
     /// suffixes accepted). A request that needs more fails with 413 and its
-    /// instance is replaced. Default: twice --max-body plus 64 MiB (an
-    /// upload of undeclared length grows its buffer by doubling), at most
-    /// the 4 GiB a 32-bit linear memory can address.
+    /// instance is replaced. Default: 2 GiB plus 64 MiB, or twice
+    /// --body-window plus 64 MiB if that is more (a file stored before
+    /// BLAKE3 trees were kept, up to the 1 GiB limit of those days, is
+    /// verified whole), at most the 4 GiB a 32-bit linear memory can address.
     #[arg(long, env = "WASM_STORAGE_INSTANCE_MEMORY_CAP")]
     pub instance_memory_cap: Option<ByteSize>,
 
     /// Largest accepted upload body (bytes; suffixes accepted). A larger
     /// declared one gets 413 before a byte of it is read; an undeclared one
-    /// when it passes the limit, with nothing stored.
-    #[arg(long, env = "WASM_STORAGE_MAX_BODY", default_value = "1GiB")]
+    /// when it passes the limit, with nothing stored. By default no
+    /// practical limit: a file may be as large as the quota and the disk
+    /// allow, since an instance holds at most --body-window of it.
+    #[arg(long, env = "WASM_STORAGE_MAX_BODY", default_value = "1PiB")]
     pub max_body: ByteSize,
+
+    /// Most body bytes an instance holds at once (bytes; suffixes
+    /// accepted). A body up to this size is buffered whole in the instance
+    /// (the growth of linear memory the estimator manages); a longer one
+    /// streams through a buffer this size, verified 64 KiB at a time. The
+    /// default holds every size of the paper's workload and of the
+    /// heavy-tailed one (at most 32 MiB) whole.
+    #[arg(long, env = "WASM_STORAGE_BODY_WINDOW", default_value = "32MiB")]
+    pub body_window: ByteSize,
 
     /// Most linear memory the whole pool may hold: every instance's memory
     /// plus what admitted requests reserved for their bodies (bytes;
@@ -319,12 +331,16 @@ impl Config {
     }
 
     /// The per-instance cap in force: the flag, or the default that
-    /// follows `--max-body`.
+    /// follows `--body-window`.
     pub fn instance_memory_cap(&self) -> u64 {
+        /// Largest file stored before BLAKE3 trees were kept, which is
+        /// verified whole.
+        const WHOLE_BEFORE_TREES: u64 = 1 << 30;
         self.instance_memory_cap.map_or_else(
             || {
-                self.max_body
+                self.body_window
                     .0
+                    .max(WHOLE_BEFORE_TREES)
                     .saturating_mul(2)
                     .saturating_add(64 << 20)
                     .min(WASM32_MEMORY_LIMIT)
@@ -342,7 +358,8 @@ impl Config {
 }
 
 /// A number of bytes, written plainly or with a suffix: `65536`, `64KiB`,
-/// `256MiB`, `1GiB` (also `K`/`KB`, `M`/`MB`, `G`/`GB`, all powers of 1024).
+/// `256MiB`, `1GiB`, `2TiB`, `1PiB` (also `K`/`KB`, `M`/`MB`, `G`/`GB`, …,
+/// all powers of 1024).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ByteSize(pub u64);
 
@@ -363,9 +380,11 @@ impl FromStr for ByteSize {
             "k" | "kb" | "kib" => 1 << 10,
             "m" | "mb" | "mib" => 1 << 20,
             "g" | "gb" | "gib" => 1 << 30,
+            "t" | "tb" | "tib" => 1 << 40,
+            "p" | "pb" | "pib" => 1 << 50,
             other => {
                 return Err(format!(
-                    "unknown size unit {other:?}: use B, KiB, MiB or GiB"
+                    "unknown size unit {other:?}: use B, KiB, MiB, GiB, TiB or PiB"
                 ));
             }
         };
@@ -378,7 +397,13 @@ impl FromStr for ByteSize {
 
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+        const UNITS: [(u64, &str); 5] = [
+            (1 << 50, "PiB"),
+            (1 << 40, "TiB"),
+            (1 << 30, "GiB"),
+            (1 << 20, "MiB"),
+            (1 << 10, "KiB"),
+        ];
         for (size, unit) in UNITS {
             if self.0 >= size && self.0.is_multiple_of(size) {
                 return write!(f, "{}{unit}", self.0 / size);
@@ -402,18 +427,21 @@ mod tests {
         assert!("MiB".parse::<ByteSize>().is_err());
         assert!("99999999999999GiB".parse::<ByteSize>().is_err());
         assert_eq!(ByteSize(256 << 20).to_string(), "256MiB");
+        assert_eq!("2TiB".parse(), Ok(ByteSize(2 << 40)));
         assert_eq!(ByteSize(1000).to_string(), "1000B");
+        assert_eq!(ByteSize(1 << 50).to_string(), "1PiB");
     }
 
     #[test]
     fn defaults_parse() {
         let config = Config::parse_from(["gateway"]);
         assert_eq!(config.instances, 16);
-        assert_eq!(config.max_body, ByteSize(1 << 30));
+        assert_eq!(config.max_body, ByteSize(1 << 50));
+        assert_eq!(config.body_window, ByteSize(32 << 20));
         assert_eq!(config.instance_memory_cap(), (2 << 30) + (64 << 20));
         assert!(config.memory_budget() > 0);
         let mut large = config.clone();
-        large.max_body = ByteSize(3 << 30);
+        large.body_window = ByteSize(3 << 30);
         assert_eq!(large.instance_memory_cap(), 4 << 30);
     }
 }

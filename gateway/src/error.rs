@@ -142,6 +142,7 @@ impl AppError {
             HandlerError::Body(BodyError::TimedOut(why)) => Self::RequestTimeout(why),
             HandlerError::Body(BodyError::NoSpace) => Self::NoSpace,
             HandlerError::Body(BodyError::Internal(detail)) => Self::Internal(detail),
+            HandlerError::Body(BodyError::Corrupt(detail)) => Self::Integrity(detail),
             HandlerError::Integrity(detail) => Self::Integrity(detail),
             HandlerError::RangeNotSatisfiable(size) => Self::RangeNotSatisfiable { size },
         }

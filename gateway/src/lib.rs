@@ -190,6 +190,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
             volume.clone(),
             auth.clone(),
             config.max_body.0,
+            config.body_window.0,
         ),
         pool,
         volume,

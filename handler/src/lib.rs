@@ -5,32 +5,40 @@
 //! measuring instrument that runs the very same logic against the very same
 //! host functions without Wasm, so a benchmark can tell what Wasm costs.
 //!
-//! The handler buffers whole bodies in memory, as real handlers do (inside an
-//! instance, that growth of linear memory is what the gateway's estimator
-//! manages). It hashes every upload with SHA-256 (the content's address and
-//! ETag) and BLAKE3, and verifies every download against the BLAKE3 recorded
-//! at upload (SHA-256 for files stored before it was), refusing to return
-//! content whose digest does not match the index.
+//! The handler buffers bodies in memory up to a window (`--body-window`),
+//! as real handlers do: inside an instance, that growth of linear memory is
+//! what the gateway's estimator manages; past the window it streams. It
+//! hashes every upload with SHA-256 (the content's address and ETag) and
+//! BLAKE3, whose tree it writes beside the blob as it goes; it verifies
+//! every download against the BLAKE3 recorded at upload, a group of 64 KiB
+//! at a time before its bytes leave, so a range reads only the groups it
+//! covers. Content stored before the tree was kept is verified whole
+//! (SHA-256 for files stored before BLAKE3 was recorded).
 //!
 //! Layout:
 //! - `lib.rs`: the [`Host`] it runs against (the `volume` and `body`
-//!   interfaces of `wit/storage.wit`) and the handler: [`put`],
-//!   [`Handler::fetch`], [`Handler::send_body`], [`delete`], [`list`].
+//!   interfaces of `wit/storage.wit`), [`delete`] and [`list`].
+//! - [`upload`]: [`put`]: an upload through the window, hashed as it passes.
+//! - [`download`]: [`Handler::fetch`] and [`Handler::send_body`]: verified
+//!   reads, whole or streamed through the window.
+//! - [`tree`]: BLAKE3's tree over 64 KiB groups, its outboard and proofs.
 //! - [`types`]: the values that cross the WIT contract, and the macro that
 //!   converts them to and from either side's generated bindings.
 //! - [`range`]: resolving a client's byte range against the content size.
 //! - [`sniff`]: a content type from magic bytes when the client sent none.
 
+pub mod download;
 pub mod range;
 pub mod sniff;
+pub mod tree;
 pub mod types;
+pub mod upload;
 
 use sha2::{Digest as _, Sha256};
 
-use types::{
-    BodyError, FetchBody, FetchRequest, Fetched, FileMeta, HandlerError, Listing, StoreRequest,
-    VolumeError,
-};
+pub use download::Handler;
+use types::{BodyError, FileMeta, HandlerError, Listing, VolumeError};
+pub use upload::{Put, put};
 
 /// Bytes asked of the host per body read, and sent per response write.
 pub const CHUNK: u32 = 256 << 10;
@@ -50,9 +58,12 @@ pub trait Host {
     /// The response body on its way to the client.
     type Response;
 
-    async fn declared_length(&mut self, upload: &Self::Upload) -> Option<u64>;
     /// Up to `max` more bytes of the upload; empty once it has ended.
     async fn read_upload(&mut self, upload: &Self::Upload, max: u32) -> Result<Vec<u8>, BodyError>;
+    /// The next bytes of the upload's BLAKE3 outboard ([`tree`]), kept
+    /// beside its content.
+    async fn keep_outboard(&mut self, upload: &Self::Upload, piece: &[u8])
+    -> Result<(), BodyError>;
     /// Store the upload, read to its end, whose digests are given.
     async fn put(
         &mut self,
@@ -68,6 +79,17 @@ pub trait Host {
         content: &Self::Content,
         max: u32,
     ) -> Result<Vec<u8>, BodyError>;
+    /// Read `content` from byte `offset` on.
+    async fn seek_content(&mut self, content: &Self::Content, offset: u64)
+    -> Result<(), BodyError>;
+    /// Bytes of the outboard kept beside `content` (0: none).
+    async fn outboard_len(&mut self, content: &Self::Content) -> u64;
+    /// The outboard's bytes at each `(offset, length)`, one after another.
+    async fn read_outboard(
+        &mut self,
+        content: &Self::Content,
+        pieces: &[(u64, u32)],
+    ) -> Result<Vec<u8>, BodyError>;
     /// Done with `content`.
     async fn close_content(&mut self, content: Self::Content);
     async fn write(&mut self, out: &Self::Response, chunk: &[u8]) -> Result<(), BodyError>;
@@ -78,60 +100,6 @@ pub trait Host {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Listing, VolumeError>;
-}
-
-/// What `volume.put` is told besides the path and the body.
-#[derive(Debug, Clone, Copy)]
-pub struct Put<'a> {
-    /// Lowercase hex SHA-256 of the body.
-    pub sha256: &'a str,
-    /// Lowercase hex BLAKE3 of the body.
-    pub blake3: &'a str,
-    pub content_type: &'a str,
-    pub overwrite: bool,
-}
-
-/// Read `body` to its end, hash it, and store it.
-pub async fn put<H: Host>(
-    host: &mut H,
-    request: StoreRequest,
-    body: &H::Upload,
-) -> Result<FileMeta, HandlerError> {
-    // The whole body is buffered here, as real handlers do. A declared
-    // length lets the buffer be sized once.
-    let mut content = match host.declared_length(body).await {
-        Some(length) => Vec::with_capacity(to_index(length)),
-        None => Vec::new(),
-    };
-    let mut hasher = Sha256::new();
-    let mut verifier = blake3::Hasher::new();
-    loop {
-        let chunk = host
-            .read_upload(body, CHUNK)
-            .await
-            .map_err(HandlerError::Body)?;
-        if chunk.is_empty() {
-            break;
-        }
-        hasher.update(&chunk);
-        verifier.update(&chunk);
-        content.extend_from_slice(&chunk);
-    }
-    let sha256 = hex(&hasher.finalize());
-    let blake3 = verifier.finalize().to_hex();
-    let content_type = match request.content_type {
-        Some(given) if !given.trim().is_empty() => given,
-        _ => sniff::content_type(&content).to_owned(),
-    };
-    let put = Put {
-        sha256: &sha256,
-        blake3: &blake3,
-        content_type: &content_type,
-        overwrite: !request.create_only,
-    };
-    host.put(&request.path, body, put)
-        .await
-        .map_err(HandlerError::Volume)
 }
 
 pub async fn delete<H: Host>(host: &mut H, path: &str) -> Result<(), HandlerError> {
@@ -147,105 +115,6 @@ pub async fn list<H: Host>(
     host.list(prefix, after, limit)
         .await
         .map_err(HandlerError::Volume)
-}
-
-/// The handler's state between `fetch` and `send-body`: the verified
-/// content `fetch` prepared, waiting to be sent.
-#[derive(Debug, Default)]
-pub struct Handler {
-    prepared: Option<Prepared>,
-}
-
-#[derive(Debug)]
-struct Prepared {
-    content: Vec<u8>,
-    first: usize,
-    /// Exclusive.
-    end: usize,
-}
-
-impl Handler {
-    /// Answer a read: from metadata alone, or by reading and verifying the
-    /// whole content, which then waits here for [`Handler::send_body`].
-    pub async fn fetch<H: Host>(
-        &mut self,
-        host: &mut H,
-        request: FetchRequest,
-    ) -> Result<Fetched, HandlerError> {
-        self.prepared = None;
-        // Conditional and metadata-only requests are answered from the index
-        // without reading (and buffering) the content.
-        if !request.want_body || !request.if_none_match.is_empty() {
-            let meta = host
-                .stat(&request.path)
-                .await
-                .map_err(HandlerError::Volume)?;
-            if etag_matches(&request.if_none_match, &meta.sha256) {
-                return Ok(Fetched {
-                    meta,
-                    body: FetchBody::NotModified,
-                });
-            }
-            if !request.want_body {
-                return Ok(Fetched {
-                    meta,
-                    body: FetchBody::None,
-                });
-            }
-        }
-
-        let (meta, reader) = host
-            .open(&request.path)
-            .await
-            .map_err(HandlerError::Volume)?;
-        // The whole content, even for a range: it is verified as a whole.
-        let mut content = Vec::with_capacity(to_index(meta.size));
-        let read = loop {
-            match host.read_content(&reader, CHUNK).await {
-                Ok(chunk) if chunk.is_empty() => break Ok(()),
-                Ok(chunk) => content.extend_from_slice(&chunk),
-                Err(error) => break Err(HandlerError::Body(error)),
-            }
-        };
-        host.close_content(reader).await;
-        read?;
-        verify(&meta, &content)?;
-
-        let (body, first, end) = match request.range {
-            None => (FetchBody::Full, 0, content.len()),
-            Some(asked) => {
-                let (first, last) = range::resolve(asked, meta.size)
-                    .ok_or(HandlerError::RangeNotSatisfiable(meta.size))?;
-                (
-                    FetchBody::Partial((first, last)),
-                    to_index(first),
-                    to_index(last) + 1,
-                )
-            }
-        };
-        self.prepared = Some(Prepared {
-            content,
-            first,
-            end,
-        });
-        Ok(Fetched { meta, body })
-    }
-
-    /// Stream what the last `fetch` prepared to `out`, then forget it.
-    /// Without a prepared body, sends nothing.
-    pub async fn send_body<H: Host>(
-        &mut self,
-        host: &mut H,
-        out: &H::Response,
-    ) -> Result<(), BodyError> {
-        let Some(prepared) = self.prepared.take() else {
-            return Ok(());
-        };
-        for chunk in prepared.content[prepared.first..prepared.end].chunks(to_index(CHUNK.into())) {
-            host.write(out, chunk).await?;
-        }
-        Ok(())
-    }
 }
 
 /// Lowercase hex SHA-256 of `bytes`.
@@ -269,33 +138,6 @@ pub fn etag_matches(tags: &[String], sha256: &str) -> bool {
     tags.iter().any(|tag| tag == "*" || tag == sha256)
 }
 
-fn verify(meta: &FileMeta, content: &[u8]) -> Result<(), HandlerError> {
-    if content.len() as u64 != meta.size {
-        return Err(HandlerError::Integrity(format!(
-            "{}: stored content is {} bytes, the index says {}",
-            meta.path,
-            content.len(),
-            meta.size
-        )));
-    }
-    let (actual, recorded) = match &meta.blake3 {
-        Some(recorded) => (blake3::hash(content).to_hex().to_string(), recorded),
-        None => (sha256_hex(content), &meta.sha256),
-    };
-    if actual != *recorded {
-        return Err(HandlerError::Integrity(format!(
-            "{}: stored content hashes to {actual}, the index says {recorded}",
-            meta.path
-        )));
-    }
-    Ok(())
-}
-
-fn to_index(offset: u64) -> usize {
-    // Content lives in the handler's memory, so every valid offset fits.
-    usize::try_from(offset).unwrap_or(usize::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,31 +152,6 @@ mod tests {
             sha256_hex(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
-    }
-
-    fn meta(content: &[u8], blake3: Option<String>) -> FileMeta {
-        FileMeta {
-            path: "f".into(),
-            size: content.len() as u64,
-            sha256: sha256_hex(content),
-            blake3,
-            content_type: "text/plain".into(),
-            created_ms: 0,
-            modified_ms: 0,
-        }
-    }
-
-    #[test]
-    fn downloads_are_verified_by_blake3_else_sha256() {
-        let content = b"stored bytes";
-        let recorded = Some(blake3::hash(content).to_hex().to_string());
-        assert!(verify(&meta(content, recorded.clone()), content).is_ok());
-        assert!(verify(&meta(content, None), content).is_ok());
-        let corrupt = b"stored bytez";
-        assert!(verify(&meta(content, recorded), corrupt).is_err());
-        assert!(verify(&meta(content, None), corrupt).is_err());
-        let wrong = Some(blake3::hash(b"other").to_hex().to_string());
-        assert!(verify(&meta(content, wrong), content).is_err());
     }
 
     #[test]

@@ -49,6 +49,7 @@ pub enum BodyError {
     TimedOut(String),
     NoSpace,
     Internal(String),
+    Corrupt(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +57,7 @@ pub struct StoreRequest {
     pub path: String,
     pub content_type: Option<String>,
     pub create_only: bool,
+    pub window: u64,
 }
 
 /// A byte range as the client asked for it, not yet checked against the size.
@@ -73,6 +75,7 @@ pub struct FetchRequest {
     pub want_body: bool,
     pub range: Option<ByteRange>,
     pub if_none_match: Vec<String>,
+    pub window: u64,
 }
 
 /// What `fetch` prepared for `send-body`.
@@ -207,6 +210,7 @@ macro_rules! wit_conversions {
                     Wit::TimedOut(why) => Self::TimedOut(why),
                     Wit::NoSpace => Self::NoSpace,
                     Wit::Internal(why) => Self::Internal(why),
+                    Wit::Corrupt(why) => Self::Corrupt(why),
                 }
             }
         }
@@ -220,6 +224,7 @@ macro_rules! wit_conversions {
                     Plain::TimedOut(why) => Self::TimedOut(why),
                     Plain::NoSpace => Self::NoSpace,
                     Plain::Internal(why) => Self::Internal(why),
+                    Plain::Corrupt(why) => Self::Corrupt(why),
                 }
             }
         }
@@ -230,6 +235,7 @@ macro_rules! wit_conversions {
                     path: request.path,
                     content_type: request.content_type,
                     create_only: request.create_only,
+                    window: request.window,
                 }
             }
         }
@@ -245,6 +251,7 @@ macro_rules! wit_conversions {
                         wit_handler::ByteRange::Suffix(length) => ByteRange::Suffix(length),
                     }),
                     if_none_match: request.if_none_match,
+                    window: request.window,
                 }
             }
         }
@@ -270,6 +277,7 @@ macro_rules! wit_conversions {
                     path: request.path,
                     content_type: request.content_type,
                     create_only: request.create_only,
+                    window: request.window,
                 }
             }
         }
@@ -285,6 +293,7 @@ macro_rules! wit_conversions {
                         ByteRange::Suffix(length) => wit_handler::ByteRange::Suffix(length),
                     }),
                     if_none_match: request.if_none_match,
+                    window: request.window,
                 }
             }
         }

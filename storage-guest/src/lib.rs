@@ -1,8 +1,8 @@
 //! The storage request handler, compiled for `wasm32-wasip2` into a component.
 //!
 //! Every instance of this component is long-lived and serves one request at a
-//! time. The logic (buffer whole bodies, hash every upload with SHA-256 and
-//! BLAKE3, verify every download) is the `storage-handler` library; this
+//! time. The logic (buffer bodies up to a window, hash every upload with
+//! SHA-256 and BLAKE3, verify every download) is the `storage-handler` library; this
 //! crate is the thin layer that exports it as the WIT `handler` interface and
 //! gives it the imported `volume` and `body` interfaces as its
 //! [`storage_handler::Host`]. Everything the handler buffers lives in this
@@ -34,7 +34,7 @@ storage_handler::wit_conversions!();
 
 thread_local! {
     /// The handler's state between `fetch` and `send-body`.
-    static HANDLER: RefCell<Handler> = RefCell::new(Handler::default());
+    static HANDLER: RefCell<Handler<Content>> = RefCell::new(Handler::default());
 }
 
 struct StorageHandler;
@@ -99,16 +99,20 @@ impl storage_handler::Host for Imports {
     type Content = Content;
     type Response = Response;
 
-    async fn declared_length(&mut self, upload: &Upload) -> Option<u64> {
-        upload.declared_length()
-    }
-
     async fn read_upload(
         &mut self,
         upload: &Upload,
         max: u32,
     ) -> Result<Vec<u8>, plain::BodyError> {
         upload.read(max).map_err(Into::into)
+    }
+
+    async fn keep_outboard(
+        &mut self,
+        upload: &Upload,
+        piece: &[u8],
+    ) -> Result<(), plain::BodyError> {
+        upload.keep_outboard(piece).map_err(Into::into)
     }
 
     async fn put(
@@ -145,6 +149,26 @@ impl storage_handler::Host for Imports {
         max: u32,
     ) -> Result<Vec<u8>, plain::BodyError> {
         content.read(max).map_err(Into::into)
+    }
+
+    async fn seek_content(
+        &mut self,
+        content: &Content,
+        offset: u64,
+    ) -> Result<(), plain::BodyError> {
+        content.seek(offset).map_err(Into::into)
+    }
+
+    async fn outboard_len(&mut self, content: &Content) -> u64 {
+        content.outboard_len()
+    }
+
+    async fn read_outboard(
+        &mut self,
+        content: &Content,
+        pieces: &[(u64, u32)],
+    ) -> Result<Vec<u8>, plain::BodyError> {
+        content.read_outboard(pieces).map_err(Into::into)
     }
 
     async fn close_content(&mut self, content: Content) {

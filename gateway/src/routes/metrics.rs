@@ -92,6 +92,14 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         state.pool.waiting() as u64,
     );
 
+    let name = "wasm_storage_integrity_failures_total";
+    out.family(
+        name,
+        "counter",
+        "Reads refused (500 integrity_error) or cut short because stored content failed verification.",
+    );
+    out.sample(name, "", state.files.integrity_failures());
+
     let name = "wasm_storage_replacements_total";
     out.family(
         name,

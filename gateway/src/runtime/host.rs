@@ -126,8 +126,8 @@ impl HostState {
         self.table.push(resource)
     }
 
-    pub(super) fn remove<T: 'static>(&mut self, resource: Resource<T>) {
-        let _ = self.table.delete(resource);
+    pub(super) fn remove<T: 'static>(&mut self, resource: Resource<T>) -> Option<T> {
+        self.table.delete(resource).ok()
     }
 }
 
@@ -146,7 +146,6 @@ pub struct Upload {
     body: axum::body::BodyDataStream,
     /// Where each chunk goes on its way to the guest; taken by `volume.put`.
     staged: Option<StagedBlob>,
-    declared: Option<u64>,
     /// Most bytes the body may have.
     limit: u64,
     received: u64,
@@ -160,16 +159,10 @@ pub struct Upload {
 impl Upload {
     /// `body` as the client sends it, at most `limit` bytes, staged in
     /// `staged` as it passes.
-    pub fn new(
-        body: axum::body::Body,
-        declared: Option<u64>,
-        limit: u64,
-        staged: StagedBlob,
-    ) -> Self {
+    pub fn new(body: axum::body::Body, limit: u64, staged: StagedBlob) -> Self {
         Self {
             body: body.into_data_stream(),
             staged: Some(staged),
-            declared,
             limit,
             received: 0,
             pending: Bytes::new(),
@@ -236,10 +229,6 @@ pub use super::stream::Pace;
 impl bindings::wasm_storage::storage::body::Host for HostState {}
 
 impl bindings::wasm_storage::storage::body::HostUpload for HostState {
-    async fn declared_length(&mut self, upload: Resource<Upload>) -> Option<u64> {
-        self.table.get(&upload).ok()?.declared
-    }
-
     async fn read(&mut self, upload: Resource<Upload>, max: u32) -> Result<Vec<u8>, BodyError> {
         let pace = self.pace;
         let upload = self.table.get_mut(&upload).map_err(internal_body_error)?;
@@ -248,6 +237,25 @@ impl bindings::wasm_storage::storage::body::HostUpload for HostState {
         })?;
         self.progress += chunk.len() as u64;
         Ok(chunk)
+    }
+
+    async fn keep_outboard(
+        &mut self,
+        upload: Resource<Upload>,
+        piece: Vec<u8>,
+    ) -> Result<(), BodyError> {
+        let upload = self.table.get_mut(&upload).map_err(internal_body_error)?;
+        let staged = upload
+            .staged
+            .as_mut()
+            .ok_or_else(|| BodyError::Internal("the upload was already stored".into()))?;
+        staged
+            .write_outboard(&piece)
+            .await
+            .map_err(|error| match error {
+                VolumeError::NoSpace => BodyError::NoSpace,
+                other => internal_body_error(other),
+            })
     }
 
     async fn drop(&mut self, upload: Resource<Upload>) -> wasmtime::Result<()> {
@@ -266,6 +274,40 @@ impl bindings::wasm_storage::storage::body::HostContent for HostState {
             .map_err(internal_body_error)?;
         self.progress += chunk.len() as u64;
         Ok(chunk)
+    }
+
+    async fn seek(&mut self, content: Resource<Content>, offset: u64) -> Result<(), BodyError> {
+        let content = self.table.get_mut(&content).map_err(internal_body_error)?;
+        content.reader.seek(offset);
+        Ok(())
+    }
+
+    async fn outboard_len(&mut self, content: Resource<Content>) -> u64 {
+        self.table
+            .get(&content)
+            .map_or(0, |content| content.reader.outboard_len())
+    }
+
+    async fn read_outboard(
+        &mut self,
+        content: Resource<Content>,
+        pieces: Vec<(u64, u32)>,
+    ) -> Result<Vec<u8>, BodyError> {
+        // A proof needs a few KiB; a guest asking for more is refused.
+        const MOST: u64 = 4 << 20;
+        if pieces.iter().map(|&(_, len)| u64::from(len)).sum::<u64>() > MOST {
+            return Err(BodyError::Internal(
+                "more than 4 MiB of outboard asked for at once".into(),
+            ));
+        }
+        let content = self.table.get_mut(&content).map_err(internal_body_error)?;
+        let bytes = content
+            .reader
+            .read_outboard(&pieces)
+            .await
+            .map_err(internal_body_error)?;
+        self.progress += bytes.len() as u64;
+        Ok(bytes)
     }
 
     async fn drop(&mut self, content: Resource<Content>) -> wasmtime::Result<()> {

@@ -342,7 +342,7 @@ impl HandlerInstance {
             Code::Native(_) => Ok(NativeHandler::put(self.store.data_mut(), request, &body).await),
         };
         // Drops the staged bytes if the guest did not store them.
-        self.store.data_mut().remove(body);
+        drop(self.store.data_mut().remove(body));
         Ok(self
             .classify(outcome)?
             .map(|meta| own_meta(meta.into()))
@@ -403,8 +403,16 @@ impl HandlerInstance {
             }
             Code::Native(native) => Ok(native.send_body(self.store.data_mut(), &out).await),
         };
-        self.store.data_mut().remove(out);
-        Ok(self.classify(outcome)?.map_err(Into::into))
+        let sink = self.store.data_mut().remove(out);
+        let outcome = self.classify(outcome);
+        if !matches!(outcome, Ok(Ok(()))) {
+            // What was sent is not the whole answer: the client must see it
+            // fail, not end.
+            if let Some(sink) = sink {
+                sink.abort();
+            }
+        }
+        Ok(outcome?.map_err(Into::into))
     }
 
     pub async fn delete(&mut self, owner: Owner, path: &str) -> CallResult<()> {

@@ -30,7 +30,7 @@ storage_handler::wit_conversions!();
 /// `send-body`. Its host is the store's [`HostState`], lent per call.
 #[derive(Debug, Default)]
 pub(super) struct NativeHandler {
-    handler: Handler,
+    handler: Handler<Resource<Content>>,
 }
 
 impl NativeHandler {
@@ -103,16 +103,22 @@ impl storage_handler::Host for Native<'_> {
     type Content = Resource<Content>;
     type Response = Resource<ResponseSink>;
 
-    async fn declared_length(&mut self, upload: &Resource<Upload>) -> Option<u64> {
-        HostUpload::declared_length(self.0, borrow(upload)).await
-    }
-
     async fn read_upload(
         &mut self,
         upload: &Resource<Upload>,
         max: u32,
     ) -> Result<Vec<u8>, plain::BodyError> {
         HostUpload::read(self.0, borrow(upload), max)
+            .await
+            .map_err(Into::into)
+    }
+
+    async fn keep_outboard(
+        &mut self,
+        upload: &Resource<Upload>,
+        piece: &[u8],
+    ) -> Result<(), plain::BodyError> {
+        HostUpload::keep_outboard(self.0, borrow(upload), piece.to_vec())
             .await
             .map_err(Into::into)
     }
@@ -162,6 +168,30 @@ impl storage_handler::Host for Native<'_> {
         max: u32,
     ) -> Result<Vec<u8>, plain::BodyError> {
         HostContent::read(self.0, borrow(content), max)
+            .await
+            .map_err(Into::into)
+    }
+
+    async fn seek_content(
+        &mut self,
+        content: &Resource<Content>,
+        offset: u64,
+    ) -> Result<(), plain::BodyError> {
+        HostContent::seek(self.0, borrow(content), offset)
+            .await
+            .map_err(Into::into)
+    }
+
+    async fn outboard_len(&mut self, content: &Resource<Content>) -> u64 {
+        HostContent::outboard_len(self.0, borrow(content)).await
+    }
+
+    async fn read_outboard(
+        &mut self,
+        content: &Resource<Content>,
+        pieces: &[(u64, u32)],
+    ) -> Result<Vec<u8>, plain::BodyError> {
+        HostContent::read_outboard(self.0, borrow(content), pieces.to_vec())
             .await
             .map_err(Into::into)
     }

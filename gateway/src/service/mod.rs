@@ -26,12 +26,13 @@ mod store;
 mod tree;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use volume::{FilePath, Owner, Volume};
 
 use crate::auth::{Authenticator, Caller};
 use crate::error::AppError;
-use crate::pool::Pool;
+use crate::pool::{BodySize, Pool};
 use crate::runtime::Pace;
 
 pub(crate) use locks::{Change, LockTokens};
@@ -48,6 +49,11 @@ pub(crate) struct FileService {
     auth: Arc<Authenticator>,
     /// Largest accepted upload, in bytes.
     max_body: u64,
+    /// Most body bytes an instance holds at once.
+    body_window: u64,
+    /// Reads refused or cut short because stored content failed
+    /// verification, since start.
+    integrity_failures: Arc<AtomicU64>,
 }
 
 /// A signed-in user's bytes in use (files and what else they keep) and quota.
@@ -64,12 +70,31 @@ impl FileService {
         volume: Arc<Volume>,
         auth: Arc<Authenticator>,
         max_body: u64,
+        body_window: u64,
     ) -> Self {
         Self {
             pool,
             volume,
             auth,
             max_body,
+            body_window,
+            integrity_failures: Arc::default(),
+        }
+    }
+
+    /// Reads refused or cut short because stored content failed
+    /// verification, since start.
+    pub(crate) fn integrity_failures(&self) -> u64 {
+        self.integrity_failures.load(Ordering::Relaxed)
+    }
+
+    /// What a call with a body of `size` bytes (`None`: not declared) holds
+    /// in its instance, for its memory reservation: the body, up to the
+    /// window.
+    fn body_size(&self, size: Option<u64>) -> BodySize {
+        match size {
+            Some(size) => BodySize::Known(size.min(self.body_window)),
+            None => BodySize::Unknown,
         }
     }
 

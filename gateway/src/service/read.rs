@@ -2,6 +2,8 @@
 //! or a range) to the client a chunk at a time, keeping its lease until the
 //! last chunk is out; or answers a conditional or a `HEAD` from the row.
 
+use std::sync::atomic::Ordering;
+
 use axum::body::Body;
 use tokio::sync::oneshot;
 
@@ -9,7 +11,7 @@ use volume::{FileMeta, FilePath, Owner};
 
 use crate::error::AppError;
 use crate::pool::BodySize;
-use crate::runtime::{ByteRange, FetchBody, FetchRequest, Fetched, paced_body};
+use crate::runtime::{BodyError, ByteRange, FetchBody, FetchRequest, Fetched, paced_body};
 
 use super::FileService;
 
@@ -61,10 +63,12 @@ impl FileService {
             want_body,
             range,
             if_none_match,
+            window: self.body_window,
         };
-        // The guest reads (and verifies) the whole file even for a range, so
-        // the request reserves the file's size; an unknown path reserves
-        // nothing and the guest answers 404. The row read here is handed to
+        // The guest holds the file, up to the window, so the request
+        // reserves that (a range holds less, but which groups it covers is
+        // the guest's to work out); an unknown path reserves nothing and the
+        // guest answers 404. The row read here is handed to
         // the call, which starts from it rather than asking the index again.
         let looked_up = if want_body {
             self.volume.stat(owner, path).await.ok()
@@ -73,10 +77,11 @@ impl FileService {
         };
         let body_size = looked_up
             .as_ref()
-            .map_or(BodySize::None, |meta| BodySize::Known(meta.size));
+            .map_or(BodySize::None, |meta| self.body_size(Some(meta.size)));
         let lease = self.pool.lease(body_size).await?;
         let (head, headed) = oneshot::channel();
         let (sink, body) = paced_body(self.pace());
+        let failures = self.integrity_failures.clone();
         let answer = lease.spawn(move |instance| {
             Box::pin(async move {
                 let fetched = instance.fetch(owner, request, looked_up).await?;
@@ -91,8 +96,13 @@ impl FileService {
                 if streams {
                     // A client that went away or stalled ends the stream early;
                     // the response then falls short of its Content-Length.
-                    if let Err(error) = instance.send_body(sink).await? {
-                        tracing::debug!(?error, "a response body was cut short");
+                    match instance.send_body(sink).await? {
+                        Ok(()) => {}
+                        Err(BodyError::Corrupt(detail)) => {
+                            failures.fetch_add(1, Ordering::Relaxed);
+                            tracing::error!(%detail, "integrity check failed; the response was cut short");
+                        }
+                        Err(error) => tracing::debug!(?error, "a response body was cut short"),
                     }
                 }
                 Ok(())
@@ -108,7 +118,13 @@ impl FileService {
                 };
                 Ok(FileRead { meta, body })
             }
-            Ok(Err(error)) => Err(AppError::from_handler(error, path.as_str())),
+            Ok(Err(error)) => {
+                let error = AppError::from_handler(error, path.as_str());
+                if matches!(error, AppError::Integrity(_)) {
+                    self.integrity_failures.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(error)
+            }
             // The instance failed before it answered: the answer says why.
             Err(_) => Err(match answer.wait().await {
                 Err(error) => error.into(),

@@ -17,7 +17,6 @@ use volume::{FileMeta, FilePath, Owner};
 
 use crate::auth::Caller;
 use crate::error::AppError;
-use crate::pool::BodySize;
 use crate::runtime::{StoreRequest, Upload};
 
 use super::{Change, FileService, LockTokens, parent_key_of};
@@ -59,15 +58,13 @@ impl UploadSession<'_> {
         let declared = options.declared;
         // Wait for memory and an instance holding no body: until then the
         // client is held by TCP back-pressure.
-        let lease = service
-            .pool
-            .lease(declared.map_or(BodySize::Unknown, BodySize::Known))
-            .await?;
-        let upload = Upload::new(body, declared, limit, service.volume.stage());
+        let lease = service.pool.lease(service.body_size(declared)).await?;
+        let upload = Upload::new(body, limit, service.volume.stage());
         let request = StoreRequest {
             path: path.as_str().to_owned(),
             content_type: options.content_type,
             create_only: options.create_only,
+            window: service.body_window,
         };
         let max_body = service.max_body;
         lease

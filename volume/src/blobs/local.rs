@@ -117,11 +117,19 @@ impl LocalBlobs {
             })
             .await;
         }
-        match tokio::fs::File::open(path).await {
-            Ok(file) => Ok(Some(BlobReader::file(file, size))),
+        // Opened and measured in one trip: past the content is its outboard.
+        blocking(move || match File::open(&path) {
+            Ok(file) => {
+                let stored = file
+                    .metadata()
+                    .map_err(|e| VolumeError::io("reading a blob", e))?
+                    .len();
+                Ok(Some(BlobReader::file(file, size, stored)))
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(VolumeError::io("reading a blob", e)),
-        }
+        })
+        .await
     }
 
     pub(crate) async fn remove(&self, digest: &Digest) -> Result<(), VolumeError> {

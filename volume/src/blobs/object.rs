@@ -131,7 +131,7 @@ impl ObjectBlobs {
         staged: &mut StagedBlob,
     ) -> Result<(), VolumeError> {
         let key = self.key(digest);
-        let len = usize::try_from(staged.len()).unwrap_or(usize::MAX);
+        let len = usize::try_from(staged.stored_len()).unwrap_or(usize::MAX);
         let path = match staged.staged().await? {
             Staged::Memory { bytes, .. } => {
                 return self.put_new(&key, Bytes::copy_from_slice(bytes)).await;
@@ -185,8 +185,16 @@ impl ObjectBlobs {
         digest: &Digest,
         size: u64,
     ) -> Result<Option<BlobReader>, VolumeError> {
-        match self.store.get(&self.key(digest)).await {
-            Ok(found) => Ok(Some(BlobReader::stream(found.into_stream(), size))),
+        // Its length tells whether an outboard follows the content; the
+        // content is fetched from the first read's offset on.
+        let key = self.key(digest);
+        match self.store.head(&key).await {
+            Ok(found) => Ok(Some(BlobReader::object(
+                self.store.clone(),
+                key,
+                size,
+                found.size,
+            ))),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(error) => Err(error.into()),
         }

@@ -1,16 +1,34 @@
-//! A stored blob's content, read a chunk at a time from either store.
+//! A stored blob's content, read a chunk at a time from either store, from
+//! any offset; and the BLAKE3 outboard stored after it.
+//!
+//! A blob is its content followed by its outboard (the hash tree the
+//! handler writes as it hashes an upload, see `storage-handler`'s `tree`):
+//! one object, written and removed as one, so the two can never part. The
+//! index records the content's size; whatever the object holds past it is
+//! the outboard. Blobs stored before outboards were kept end at the
+//! content.
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use futures_util::stream::BoxStream;
-use tokio::io::AsyncReadExt as _;
+use object_store::path::Path as ObjectPath;
+use object_store::{GetOptions, GetRange, ObjectStore};
 
+use super::shared::blocking;
 use crate::error::VolumeError;
 
 enum Source {
-    File(tokio::fs::File),
-    Stream {
-        stream: BoxStream<'static, object_store::Result<Bytes>>,
+    /// A local file, read with positioned reads.
+    File(Arc<std::fs::File>),
+    /// The whole content, read already (small blobs).
+    Memory(Bytes),
+    /// An object, streamed from the position on first read.
+    Object {
+        store: Arc<dyn ObjectStore>,
+        key: ObjectPath,
+        stream: Option<BoxStream<'static, object_store::Result<Bytes>>>,
         /// Received and not yet handed out.
         pending: Bytes,
     },
@@ -19,70 +37,202 @@ enum Source {
 /// A stored blob's content, read a chunk at a time.
 pub struct BlobReader {
     source: Source,
-    /// Bytes the index says are left; reading stops there.
-    remaining: u64,
+    /// The content's size, as the index says; reading stops there.
+    size: u64,
+    /// The next byte to read.
+    position: u64,
+    /// Bytes of the blob in the store: content and outboard.
+    stored: u64,
 }
 
 impl std::fmt::Debug for BlobReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let source = match self.source {
             Source::File(_) => "file",
-            Source::Stream { .. } => "object",
+            Source::Memory(_) => "memory",
+            Source::Object { .. } => "object",
         };
         f.debug_struct("BlobReader")
             .field("source", &source)
-            .field("remaining", &self.remaining)
+            .field("size", &self.size)
+            .field("position", &self.position)
+            .field("stored", &self.stored)
             .finish()
     }
 }
 
 impl BlobReader {
-    pub(crate) fn file(file: tokio::fs::File, size: u64) -> Self {
+    /// A local blob file of `stored` bytes, whose content is `size` bytes.
+    pub(crate) fn file(file: std::fs::File, size: u64, stored: u64) -> Self {
         Self {
-            source: Source::File(file),
-            remaining: size,
+            source: Source::File(Arc::new(file)),
+            size,
+            position: 0,
+            stored,
         }
     }
 
     /// Content already read, of a blob the index says is `size` bytes
     /// (`content` may be shorter: a damaged blob, which verification
-    /// catches).
+    /// catches). No outboard.
     pub(crate) fn in_memory(content: Bytes, size: u64) -> Self {
-        Self::stream(
-            futures_util::stream::once(async { Ok(content) }).boxed(),
+        Self {
+            source: Source::Memory(content),
             size,
-        )
+            position: 0,
+            stored: size,
+        }
     }
 
-    pub(crate) fn stream(
-        stream: BoxStream<'static, object_store::Result<Bytes>>,
+    /// The object `key` of `stored` bytes, whose content is `size` bytes.
+    pub(crate) fn object(
+        store: Arc<dyn ObjectStore>,
+        key: ObjectPath,
         size: u64,
+        stored: u64,
     ) -> Self {
         Self {
-            source: Source::Stream {
-                stream,
+            source: Source::Object {
+                store,
+                key,
+                stream: None,
                 pending: Bytes::new(),
             },
-            remaining: size,
+            size,
+            position: 0,
+            stored,
+        }
+    }
+
+    /// Read on from byte `offset` of the content (at most its size).
+    pub fn seek(&mut self, offset: u64) {
+        let offset = offset.min(self.size);
+        if offset == self.position {
+            return;
+        }
+        self.position = offset;
+        if let Source::Object {
+            stream, pending, ..
+        } = &mut self.source
+        {
+            *stream = None;
+            *pending = Bytes::new();
+        }
+    }
+
+    /// Bytes stored after the content: its outboard, if it has one.
+    pub fn outboard_len(&self) -> u64 {
+        self.stored.saturating_sub(self.size)
+    }
+
+    /// The outboard's bytes at each `(offset, length)`, one after another.
+    /// A piece past the outboard's end is an error.
+    pub async fn read_outboard(&mut self, pieces: &[(u64, u32)]) -> Result<Vec<u8>, VolumeError> {
+        let mut ranges = Vec::with_capacity(pieces.len());
+        for &(offset, len) in pieces {
+            let start = self.size.saturating_add(offset);
+            let end = start.saturating_add(u64::from(len));
+            if end > self.stored {
+                return Err(VolumeError::io(
+                    "reading a blob's outboard",
+                    std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        format!("bytes {start}..{end} of a blob of {}", self.stored),
+                    ),
+                ));
+            }
+            ranges.push(start..end);
+        }
+        match &self.source {
+            Source::Memory(_) => Ok(Vec::new()),
+            Source::File(file) => {
+                let file = file.clone();
+                blocking(move || {
+                    let total: u64 = ranges.iter().map(|range| range.end - range.start).sum();
+                    let mut out = vec![0; usize::try_from(total).unwrap_or(0)];
+                    let mut at = 0;
+                    for range in ranges {
+                        let len = (range.end - range.start) as usize;
+                        std::os::unix::fs::FileExt::read_exact_at(
+                            &*file,
+                            &mut out[at..at + len],
+                            range.start,
+                        )
+                        .map_err(|e| VolumeError::io("reading a blob's outboard", e))?;
+                        at += len;
+                    }
+                    Ok(out)
+                })
+                .await
+            }
+            Source::Object { store, key, .. } => {
+                let parts = store.get_ranges(key, &ranges).await?;
+                Ok(parts.iter().flat_map(|part| part.iter().copied()).collect())
+            }
         }
     }
 
     /// Up to `max` more bytes; empty at the end. A blob shorter than the
     /// index says ends early, which the reader's verification catches.
     pub async fn read(&mut self, max: usize) -> Result<Vec<u8>, VolumeError> {
-        let want = usize::try_from(self.remaining)
+        let want = usize::try_from(self.size - self.position)
             .unwrap_or(usize::MAX)
             .min(max);
-        let mut chunk = vec![0; want];
-        let mut filled = 0;
-        while filled < want {
-            let n = match &mut self.source {
-                Source::File(file) => file
-                    .read(&mut chunk[filled..])
-                    .await
-                    .map_err(|e| VolumeError::io("reading a blob", e))?,
-                Source::Stream { stream, pending } => {
+        if want == 0 {
+            return Ok(Vec::new());
+        }
+        let position = self.position;
+        let chunk = match &mut self.source {
+            Source::Memory(content) => {
+                let start = usize::try_from(position)
+                    .unwrap_or(usize::MAX)
+                    .min(content.len());
+                let end = (start + want).min(content.len());
+                content[start..end].to_vec()
+            }
+            Source::File(file) => {
+                let file = file.clone();
+                blocking(move || {
+                    let mut chunk = vec![0; want];
+                    let mut filled = 0;
+                    while filled < want {
+                        let n = std::os::unix::fs::FileExt::read_at(
+                            &*file,
+                            &mut chunk[filled..],
+                            position + filled as u64,
+                        )
+                        .map_err(|e| VolumeError::io("reading a blob", e))?;
+                        if n == 0 {
+                            break;
+                        }
+                        filled += n;
+                    }
+                    chunk.truncate(filled);
+                    Ok(chunk)
+                })
+                .await?
+            }
+            Source::Object {
+                store,
+                key,
+                stream,
+                pending,
+            } => {
+                let mut chunk = vec![0; want];
+                let mut filled = 0;
+                while filled < want {
                     if pending.is_empty() {
+                        let stream = match stream {
+                            Some(stream) => stream,
+                            None => {
+                                let options = GetOptions {
+                                    range: Some(GetRange::Bounded(position..self.size)),
+                                    ..GetOptions::default()
+                                };
+                                let got = store.get_opts(key, options).await?;
+                                stream.insert(got.into_stream())
+                            }
+                        };
                         match stream.next().await {
                             Some(received) => *pending = received?,
                             None => break,
@@ -93,19 +243,17 @@ impl BlobReader {
                     }
                     let n = pending.len().min(want - filled);
                     chunk[filled..filled + n].copy_from_slice(&pending.split_to(n));
-                    n
+                    filled += n;
                 }
-            };
-            if n == 0 {
-                break;
+                chunk.truncate(filled);
+                chunk
             }
-            filled += n;
-        }
-        chunk.truncate(filled);
-        self.remaining -= filled as u64;
-        if filled < want {
-            self.remaining = 0;
-        }
+        };
+        self.position = if chunk.len() < want {
+            self.size
+        } else {
+            position + chunk.len() as u64
+        };
         Ok(chunk)
     }
 

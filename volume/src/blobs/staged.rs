@@ -19,7 +19,13 @@ pub struct StagedBlob {
     place: Place,
     /// Where a temp file is made if the bytes outgrow memory.
     tmp: PathBuf,
+    /// Bytes of content staged.
     len: u64,
+    /// The content's outboard as it arrives, appended to the content when
+    /// the blob is written (see `reader.rs`).
+    outboard: Option<Box<StagedBlob>>,
+    /// Bytes of outboard appended to `place` after the content.
+    appended: u64,
 }
 
 #[derive(Debug)]
@@ -49,11 +55,76 @@ impl StagedBlob {
             place: Place::Memory(Vec::new()),
             tmp: tmp.to_path_buf(),
             len: 0,
+            outboard: None,
+            appended: 0,
         }
     }
 
-    /// Append `chunk`.
+    /// Append `chunk` to the content.
     pub async fn write(&mut self, chunk: &[u8]) -> Result<(), VolumeError> {
+        if self.appended > 0 {
+            return Err(VolumeError::io(
+                "staging a blob",
+                std::io::Error::other("content after its outboard"),
+            ));
+        }
+        self.append(chunk).await?;
+        self.len += chunk.len() as u64;
+        Ok(())
+    }
+
+    /// Append `piece` to the content's outboard, which follows the content
+    /// once it is all there.
+    pub async fn write_outboard(&mut self, piece: &[u8]) -> Result<(), VolumeError> {
+        let tmp = self.tmp.clone();
+        self.outboard
+            .get_or_insert_with(|| Box::new(StagedBlob::new(&tmp)))
+            .write(piece)
+            .await
+    }
+
+    /// Bytes of the blob as stored: content and outboard.
+    pub(crate) fn stored_len(&self) -> u64 {
+        self.len + self.appended + self.outboard.as_ref().map_or(0, |outboard| outboard.len)
+    }
+
+    /// Put the outboard staged so far after the content.
+    async fn append_outboard(&mut self) -> Result<(), VolumeError> {
+        let Some(mut outboard) = self.outboard.take() else {
+            return Ok(());
+        };
+        match &mut outboard.place {
+            Place::Memory(bytes) => {
+                let bytes = std::mem::take(bytes);
+                self.append(&bytes).await?;
+            }
+            Place::File { file, .. } => {
+                use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
+                file.flush()
+                    .await
+                    .map_err(|e| VolumeError::io("writing a blob", e))?;
+                file.seek(std::io::SeekFrom::Start(0))
+                    .await
+                    .map_err(|e| VolumeError::io("reading a staged outboard", e))?;
+                let mut piece = vec![0; 1 << 20];
+                loop {
+                    let n = file
+                        .read(&mut piece)
+                        .await
+                        .map_err(|e| VolumeError::io("reading a staged outboard", e))?;
+                    if n == 0 {
+                        break;
+                    }
+                    self.append(&piece[..n]).await?;
+                }
+            }
+        }
+        self.appended += outboard.len;
+        Ok(())
+    }
+
+    /// Append `chunk` to what is staged, in memory or in the temp file.
+    async fn append(&mut self, chunk: &[u8]) -> Result<(), VolumeError> {
         match &mut self.place {
             Place::Memory(bytes) if (bytes.len() + chunk.len()) as u64 <= SMALL_BLOB => {
                 bytes.extend_from_slice(chunk);
@@ -79,7 +150,6 @@ impl StagedBlob {
                 *synced = false;
             }
         }
-        self.len += chunk.len() as u64;
         Ok(())
     }
 
@@ -92,8 +162,10 @@ impl StagedBlob {
         self.len == 0
     }
 
-    /// The staged bytes, a temp file flushed and fsynced first.
+    /// The staged bytes (content, then outboard), a temp file flushed and
+    /// fsynced first.
     pub(crate) async fn staged(&mut self) -> Result<Staged<'_>, VolumeError> {
+        self.append_outboard().await?;
         match &mut self.place {
             Place::Memory(bytes) => Ok(Staged::Memory {
                 bytes,

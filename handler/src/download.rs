@@ -1,0 +1,464 @@
+//! A read: answered from the index, or with content verified before a byte
+//! of it leaves the instance.
+//!
+//! Content with an outboard (every upload since the tree is kept, more than
+//! one 64 KiB group) is read a batch of groups at a time, at most the
+//! request's window: the batch's part of the tree is proved against the
+//! recorded BLAKE3, then each group's bytes against its leaf. [`Handler::fetch`]
+//! verifies the first batch, so a range within the window that covers a
+//! damaged group fails with `integrity` before any byte is sent;
+//! [`Handler::send_body`] sends it and streams the rest, and a damaged group
+//! there ends the response early (the client sees a truncated body, never
+//! wrong bytes). A range reads only the groups it covers.
+//!
+//! Content without an outboard (one group, or stored before the tree was
+//! kept) is read and verified whole, as before.
+
+use crate::tree::{GROUP, Node, Shape, group_value};
+use crate::types::{BodyError, FetchBody, FetchRequest, Fetched, FileMeta, HandlerError};
+use crate::{CHUNK, Host, range, sha256_hex};
+
+/// The handler's state between `fetch` and `send-body`: the verified bytes
+/// `fetch` prepared, and the content still to stream.
+#[derive(Debug)]
+pub struct Handler<C> {
+    prepared: Option<Prepared<C>>,
+}
+
+impl<C> Default for Handler<C> {
+    fn default() -> Self {
+        Self { prepared: None }
+    }
+}
+
+#[derive(Debug)]
+struct Prepared<C> {
+    /// Verified bytes; `buffer[from..to]` are to be sent first.
+    buffer: Vec<u8>,
+    from: usize,
+    to: usize,
+    /// The groups after those, to verify and send.
+    rest: Option<Stream<C>>,
+}
+
+/// Why a batch could not be served.
+enum Failure {
+    Body(BodyError),
+    Integrity(String),
+}
+
+/// Content with an outboard, being read a batch of groups at a time.
+#[derive(Debug)]
+struct Stream<C> {
+    content: C,
+    path: String,
+    size: u64,
+    shape: Shape,
+    root: blake3::Hash,
+    /// The bytes to send: `first..end`.
+    first: u64,
+    end: u64,
+    /// The next group to read.
+    next: u64,
+    /// Groups per batch (the window's worth).
+    batch: u64,
+    /// The outboard's header is yet to be checked.
+    header_unchecked: bool,
+}
+
+impl<C> Handler<C> {
+    /// Answer a read: from metadata alone, or by reading and verifying the
+    /// content (its first window's worth, for content with an outboard),
+    /// which then waits here for [`Handler::send_body`].
+    pub async fn fetch<H: Host<Content = C>>(
+        &mut self,
+        host: &mut H,
+        request: FetchRequest,
+    ) -> Result<Fetched, HandlerError> {
+        self.forget(host).await;
+        // Conditional and metadata-only requests are answered from the index
+        // without reading (and buffering) the content.
+        if !request.want_body || !request.if_none_match.is_empty() {
+            let meta = host
+                .stat(&request.path)
+                .await
+                .map_err(HandlerError::Volume)?;
+            if crate::etag_matches(&request.if_none_match, &meta.sha256) {
+                return Ok(Fetched {
+                    meta,
+                    body: FetchBody::NotModified,
+                });
+            }
+            if !request.want_body {
+                return Ok(Fetched {
+                    meta,
+                    body: FetchBody::None,
+                });
+            }
+        }
+
+        let (meta, content) = host
+            .open(&request.path)
+            .await
+            .map_err(HandlerError::Volume)?;
+        let (body, first, end) = match request.range {
+            None => (FetchBody::Full, 0, meta.size),
+            Some(asked) => match range::resolve(asked, meta.size) {
+                Some((first, last)) => (FetchBody::Partial((first, last)), first, last + 1),
+                None => {
+                    host.close_content(content).await;
+                    return Err(HandlerError::RangeNotSatisfiable(meta.size));
+                }
+            },
+        };
+        let shape = Shape::of(meta.size);
+        let root = meta
+            .blake3
+            .as_deref()
+            .and_then(|hex| blake3::Hash::from_hex(hex).ok());
+        let streamed = match root {
+            Some(root)
+                if shape.has_outboard()
+                    && host.outboard_len(&content).await == shape.outboard_len() =>
+            {
+                Some(root)
+            }
+            _ => None,
+        };
+        let Some(root) = streamed else {
+            let whole = read_whole(host, &meta, &content).await;
+            host.close_content(content).await;
+            let whole = whole?;
+            self.prepared = Some(Prepared {
+                buffer: whole,
+                from: to_index(first),
+                to: to_index(end),
+                rest: None,
+            });
+            return Ok(Fetched { meta, body });
+        };
+
+        let window = request.window.max(GROUP);
+        let mut stream = Stream {
+            content,
+            path: meta.path.clone(),
+            size: meta.size,
+            shape,
+            root,
+            first,
+            end,
+            next: first / GROUP,
+            batch: window / GROUP,
+            header_unchecked: true,
+        };
+        let mut buffer = Vec::new();
+        match stream.next_batch(host, &mut buffer).await {
+            Ok(Some((from, to))) => {
+                self.prepared = Some(Prepared {
+                    buffer,
+                    from,
+                    to,
+                    rest: Some(stream),
+                });
+                Ok(Fetched { meta, body })
+            }
+            Ok(None) => {
+                host.close_content(stream.content).await;
+                Ok(Fetched { meta, body })
+            }
+            Err(failure) => {
+                host.close_content(stream.content).await;
+                Err(match failure {
+                    Failure::Body(error) => HandlerError::Body(error),
+                    Failure::Integrity(why) => HandlerError::Integrity(why),
+                })
+            }
+        }
+    }
+
+    /// Stream what the last `fetch` prepared to `out`, verifying the rest
+    /// of the content as it goes, then forget it. Without a prepared body,
+    /// sends nothing.
+    pub async fn send_body<H: Host<Content = C>>(
+        &mut self,
+        host: &mut H,
+        out: &H::Response,
+    ) -> Result<(), BodyError> {
+        let Some(prepared) = self.prepared.take() else {
+            return Ok(());
+        };
+        let Prepared {
+            mut buffer,
+            from,
+            to,
+            rest,
+        } = prepared;
+        let sent = send(host, out, &buffer[from..to]).await;
+        let Some(mut stream) = rest else {
+            return sent;
+        };
+        let streamed = async {
+            sent?;
+            loop {
+                match stream.next_batch(host, &mut buffer).await {
+                    Ok(Some((from, to))) => send(host, out, &buffer[from..to]).await?,
+                    Ok(None) => return Ok(()),
+                    Err(Failure::Body(error)) => return Err(error),
+                    Err(Failure::Integrity(why)) => return Err(BodyError::Corrupt(why)),
+                }
+            }
+        }
+        .await;
+        host.close_content(stream.content).await;
+        streamed
+    }
+
+    /// Drop what a fetch prepared and nobody sent.
+    async fn forget<H: Host<Content = C>>(&mut self, host: &mut H) {
+        if let Some(stream) = self.prepared.take().and_then(|prepared| prepared.rest) {
+            host.close_content(stream.content).await;
+        }
+    }
+}
+
+async fn send<H: Host>(host: &mut H, out: &H::Response, bytes: &[u8]) -> Result<(), BodyError> {
+    for chunk in bytes.chunks(to_index(CHUNK.into())) {
+        host.write(out, chunk).await?;
+    }
+    Ok(())
+}
+
+impl<C> Stream<C> {
+    /// Read and verify the next batch of groups into `buffer`; the part of
+    /// it to send is `buffer[from..to]`. `None` once the range is sent.
+    async fn next_batch<H: Host<Content = C>>(
+        &mut self,
+        host: &mut H,
+        buffer: &mut Vec<u8>,
+    ) -> Result<Option<(usize, usize)>, Failure> {
+        let last_group = (self.end - 1) / GROUP;
+        if self.end == self.first || self.next > last_group {
+            return Ok(None);
+        }
+        let span = self.next..(last_group + 1).min(self.next + self.batch);
+        let leaves = self.prove(host, span.clone()).await?;
+
+        let start = span.start * GROUP;
+        let stop = (span.end * GROUP).min(self.size);
+        host.seek_content(&self.content, start)
+            .await
+            .map_err(Failure::Body)?;
+        buffer.clear();
+        let wanted = to_index(stop - start);
+        if buffer.capacity() < wanted {
+            buffer.reserve_exact(wanted);
+        }
+        while buffer.len() < wanted {
+            let ask = (wanted - buffer.len()).min(to_index(CHUNK.into()));
+            let chunk = host
+                .read_content(&self.content, u32::try_from(ask).unwrap_or(CHUNK))
+                .await
+                .map_err(Failure::Body)?;
+            if chunk.is_empty() {
+                return Err(Failure::Integrity(format!(
+                    "{}: stored content ends at {} bytes, the index says {}",
+                    self.path,
+                    start + buffer.len() as u64,
+                    self.size
+                )));
+            }
+            buffer.extend_from_slice(&chunk);
+        }
+        for (group, (bytes, leaf)) in span
+            .clone()
+            .zip(buffer.chunks(to_index(GROUP)).zip(&leaves))
+        {
+            if group_value(group, bytes) != *leaf {
+                let at = group * GROUP;
+                return Err(Failure::Integrity(format!(
+                    "{}: bytes {at}..{} do not match the BLAKE3 tree recorded for them",
+                    self.path,
+                    at + bytes.len() as u64
+                )));
+            }
+        }
+        self.next = span.end;
+        let from = self.first.max(start) - start;
+        let to = self.end.min(stop) - start;
+        Ok(Some((to_index(from), to_index(to))))
+    }
+
+    /// The leaves of groups `span`, proved against the recorded root.
+    async fn prove<H: Host<Content = C>>(
+        &mut self,
+        host: &mut H,
+        span: std::ops::Range<u64>,
+    ) -> Result<Vec<[u8; 32]>, Failure> {
+        let nodes = self.shape.proof(span.clone());
+        let mut offsets = Vec::with_capacity(nodes.len());
+        for &node in &nodes {
+            offsets.push(self.shape.offset(node).ok_or_else(|| {
+                Failure::Integrity(format!(
+                    "{}: a proof asked for a node not stored",
+                    self.path
+                ))
+            })?);
+        }
+        let mut pieces = coalesce(&offsets);
+        let header = std::mem::take(&mut self.header_unchecked);
+        if header {
+            pieces.insert(0, (0, crate::tree::HEADER.len() as u32));
+        }
+        let bytes = host
+            .read_outboard(&self.content, &pieces)
+            .await
+            .map_err(Failure::Body)?;
+        let mut base = Vec::with_capacity(pieces.len());
+        let mut at = 0;
+        for &(offset, len) in &pieces {
+            base.push((offset, at));
+            at += len as usize;
+        }
+        if bytes.len() != at {
+            return Err(Failure::Integrity(format!(
+                "{}: its BLAKE3 tree is shorter than its size needs",
+                self.path
+            )));
+        }
+        if header && bytes[..crate::tree::HEADER.len()] != crate::tree::HEADER {
+            return Err(Failure::Integrity(format!(
+                "{}: its BLAKE3 tree has an unknown format",
+                self.path
+            )));
+        }
+        let value = |offset: u64| -> [u8; 32] {
+            let index = base.partition_point(|&(start, _)| start <= offset) - 1;
+            let (start, position) = base[index];
+            let at = position + (offset - start) as usize;
+            bytes[at..at + 32].try_into().expect("32 bytes")
+        };
+        let values: Vec<[u8; 32]> = offsets.iter().map(|&offset| value(offset)).collect();
+        if self.shape.root_from(span.clone(), &values) != self.root {
+            return Err(Failure::Integrity(format!(
+                "{}: its BLAKE3 tree does not lead to the recorded BLAKE3",
+                self.path
+            )));
+        }
+        Ok(nodes
+            .iter()
+            .zip(values)
+            .filter(|(node, _)| is_leaf_in(node, &span))
+            .map(|(_, value)| value)
+            .collect())
+    }
+}
+
+fn is_leaf_in(node: &Node, span: &std::ops::Range<u64>) -> bool {
+    node.level == 0 && span.contains(&node.index)
+}
+
+/// `(offset, length)` pieces covering every 32-byte value at `offsets`,
+/// neighbours (within 1 KiB) read as one.
+fn coalesce(offsets: &[u64]) -> Vec<(u64, u32)> {
+    const GAP: u64 = 1 << 10;
+    let mut sorted = offsets.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut pieces: Vec<(u64, u64)> = Vec::new();
+    for offset in sorted {
+        match pieces.last_mut() {
+            Some((_, end)) if offset <= *end + GAP => *end = (offset + 32).max(*end),
+            _ => pieces.push((offset, offset + 32)),
+        }
+    }
+    pieces
+        .into_iter()
+        .map(|(start, end)| (start, u32::try_from(end - start).unwrap_or(u32::MAX)))
+        .collect()
+}
+
+/// The whole content, verified: what content without an outboard gets.
+async fn read_whole<H: Host>(
+    host: &mut H,
+    meta: &FileMeta,
+    content: &H::Content,
+) -> Result<Vec<u8>, HandlerError> {
+    let mut whole = Vec::with_capacity(to_index(meta.size));
+    loop {
+        let chunk = host
+            .read_content(content, CHUNK)
+            .await
+            .map_err(HandlerError::Body)?;
+        if chunk.is_empty() {
+            break;
+        }
+        whole.extend_from_slice(&chunk);
+    }
+    verify_whole(meta, &whole)?;
+    Ok(whole)
+}
+
+fn verify_whole(meta: &FileMeta, content: &[u8]) -> Result<(), HandlerError> {
+    if content.len() as u64 != meta.size {
+        return Err(HandlerError::Integrity(format!(
+            "{}: stored content is {} bytes, the index says {}",
+            meta.path,
+            content.len(),
+            meta.size
+        )));
+    }
+    let (actual, recorded) = match &meta.blake3 {
+        Some(recorded) => (blake3::hash(content).to_hex().to_string(), recorded),
+        None => (sha256_hex(content), &meta.sha256),
+    };
+    if actual != *recorded {
+        return Err(HandlerError::Integrity(format!(
+            "{}: stored content hashes to {actual}, the index says {recorded}",
+            meta.path
+        )));
+    }
+    Ok(())
+}
+
+fn to_index(offset: u64) -> usize {
+    // Only offsets within a buffer in memory are converted.
+    usize::try_from(offset).unwrap_or(usize::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(content: &[u8], blake3: Option<String>) -> FileMeta {
+        FileMeta {
+            path: "f".into(),
+            size: content.len() as u64,
+            sha256: sha256_hex(content),
+            blake3,
+            content_type: "text/plain".into(),
+            created_ms: 0,
+            modified_ms: 0,
+        }
+    }
+
+    #[test]
+    fn whole_content_is_verified_by_blake3_else_sha256() {
+        let content = b"stored bytes";
+        let recorded = Some(blake3::hash(content).to_hex().to_string());
+        assert!(verify_whole(&meta(content, recorded.clone()), content).is_ok());
+        assert!(verify_whole(&meta(content, None), content).is_ok());
+        let corrupt = b"stored bytez";
+        assert!(verify_whole(&meta(content, recorded), corrupt).is_err());
+        assert!(verify_whole(&meta(content, None), corrupt).is_err());
+        let wrong = Some(blake3::hash(b"other").to_hex().to_string());
+        assert!(verify_whole(&meta(content, wrong), content).is_err());
+    }
+
+    #[test]
+    fn neighbouring_values_are_read_as_one_piece() {
+        assert_eq!(coalesce(&[8, 40, 72]), vec![(8, 96)]);
+        assert_eq!(coalesce(&[72, 8]), vec![(8, 96)]);
+        assert_eq!(coalesce(&[8, 8 + 32 + 5000]), vec![(8, 32), (5040, 32)]);
+        assert_eq!(coalesce(&[8, 8 + 32 + 500]), vec![(8, 564)]);
+    }
+}
