@@ -19,7 +19,7 @@ DEBIAN_PACKAGES=(
   haproxy shellcheck docker-compose # .ci/run checks deploy/, scripts/, the compose file
   python3           # the early-answers test sends with Python's http.client
   python3-venv      # the virtualenv below
-  # next: ffmpeg
+  ffmpeg            # the web page's video test makes its WebM with it
 )
 
 # PyPI tools, pinned (NAME==VERSION), installed into .tools/venv.
