@@ -2,20 +2,34 @@
 //! upload through the file input, see the file listed with its SHA-256,
 //! download it through the browser, delete it, and see the pool panel;
 //! with users, sign in (a wrong password first), upload, and sign out.
+//! The file manager: a WebM made by ffmpeg, uploaded through the page, plays
+//! and seeks to its middle by range requests (seen at the gateway through a
+//! recording proxy); text previews, share links with an expiry, rename,
+//! drag-to-folder moves, sorting, several files ticked and deleted, and a
+//! large download with progress.
 //!
-//! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them).
+//! Needs Debian's `chromium`, `chromium-driver` and `ffmpeg`
+//! (`scripts/install-test-deps.sh` installs them).
 
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::browser::Driver;
 use common::{TestServer, random_bytes, sha256_hex};
+use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
 use fantoccini::{Client, Locator};
 use gateway::recycler::Mode;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client as LegacyClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::json;
 
 /// Wait until `ready` holds, polling, or fail after 20 s.
@@ -399,6 +413,860 @@ async fn signs_in_and_out() {
         .await
         .unwrap();
     assert_eq!(status, json!(401));
+
+    browser.close().await.unwrap();
+    server.stop().await;
+}
+
+/// One request the recording proxy passed on, and the status the gateway
+/// answered it with.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    range: Option<String>,
+    status: u16,
+}
+
+/// A reverse proxy on a free loopback port in front of the gateway, for the
+/// browser to talk to: it writes down every request's method, path and
+/// `Range` and the status the gateway answered. The gateway counts no
+/// ranges in `/metrics` and keeps no access log, and what the page's
+/// `performance` entries say is the browser's view, so this is how a test
+/// sees what the server was asked and what it answered.
+struct RecordingProxy {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RecordingProxy {
+    async fn start(upstream: SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let client: LegacyClient<HttpConnector, Incoming> =
+            LegacyClient::builder(TokioExecutor::new()).build_http();
+        let log = Arc::clone(&seen);
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (client, log) = (client.clone(), Arc::clone(&log));
+                tokio::spawn(async move {
+                    let service = service_fn(move |request| {
+                        forward(client.clone(), Arc::clone(&log), upstream, request)
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Self { addr, seen, task }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for RecordingProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Pass `request` on to `upstream` as it came (its `Host` too, so the
+/// gateway sees the address the browser used), and note it with the status.
+async fn forward(
+    client: LegacyClient<HttpConnector, Incoming>,
+    log: Arc<Mutex<Vec<Seen>>>,
+    upstream: SocketAddr,
+    mut request: hyper::Request<Incoming>,
+) -> Result<hyper::Response<Incoming>, hyper_util::client::legacy::Error> {
+    let method = request.method().to_string();
+    let path = request.uri().path().to_owned();
+    let range = request
+        .headers()
+        .get(hyper::header::RANGE)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    let target = format!(
+        "http://{upstream}{}",
+        request.uri().path_and_query().map_or("/", |pq| pq.as_str())
+    );
+    *request.uri_mut() = target.parse().unwrap();
+    let response = client.request(request).await?;
+    log.lock().unwrap().push(Seen {
+        method,
+        path,
+        range,
+        status: response.status().as_u16(),
+    });
+    Ok(response)
+}
+
+/// Debian's `ffmpeg` from PATH. Without it the video test fails (it does
+/// not skip): the page's player would go untested.
+fn ffmpeg() -> PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join("ffmpeg"))
+                .find(|candidate| candidate.is_file())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "ffmpeg is not on PATH: install Debian's ffmpeg (apt-get install ffmpeg, as \
+                 scripts/install-test-deps.sh does); the video test makes its WebM with it"
+            )
+        })
+}
+
+/// A 10 s, 320×240, 25 fps VP8 WebM of ffmpeg's test pattern, a key frame
+/// every second. Noise and 4 Mbit/s make it about 5 MB (in a second of
+/// encoding): more than the player reads ahead, so seeking to the middle
+/// needs bytes it has not got, as with a real film; a 200 KB clip would
+/// arrive whole with the first request.
+fn make_webm(path: &Path) {
+    let output = std::process::Command::new(ffmpeg())
+        .args(["-hide_banner", "-loglevel", "error", "-f", "lavfi", "-i"])
+        .arg("testsrc=duration=10:size=320x240:rate=25")
+        .args(["-vf", "noise=alls=80:allf=t", "-c:v", "libvpx"])
+        .args(["-deadline", "realtime", "-cpu-used", "8"])
+        .args([
+            "-b:v", "4M", "-minrate", "4M", "-maxrate", "4M", "-bufsize", "4M",
+        ])
+        .args(["-g", "25", "-y"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "ffmpeg could not make the test video: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The JavaScript value `script` returns.
+async fn eval(browser: &Client, script: &str) -> serde_json::Value {
+    browser.execute(script, Vec::new()).await.unwrap()
+}
+
+/// The data-path of each listed row, in the order shown.
+async fn listed_paths(browser: &Client) -> Vec<String> {
+    let paths = eval(
+        browser,
+        "return [...document.querySelectorAll('#listing tr[data-path]')].map((row) => row.dataset.path)",
+    )
+    .await;
+    serde_json::from_value(paths).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webm_uploaded_through_the_page_plays_and_seeks_by_range_requests_in_chromium() {
+    let scratch = tempfile::tempdir().unwrap();
+    let video = scratch.path().join("clip.webm");
+    make_webm(&video);
+    let bytes = std::fs::read(&video).unwrap();
+
+    let server = TestServer::start(|_| {}).await;
+    let proxy = RecordingProxy::start(server.addr).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser(&scratch.path().join("profile"), None).await;
+    browser.goto(&proxy.url("/")).await.unwrap();
+    eventually("the page", || shown(&browser, "files-title")).await;
+
+    let input = browser.find(Locator::Id("file-input")).await.unwrap();
+    input.send_keys(video.to_str().unwrap()).await.unwrap();
+    let row = "tr[data-path=\"clip.webm\"]";
+    eventually("the uploaded video in the listing", || async {
+        browser.find(Locator::Css(row)).await.is_ok()
+    })
+    .await;
+    let stored = server.get("clip.webm").await;
+    assert_eq!(
+        stored.headers()["content-type"],
+        "video/webm",
+        "the page sent the file's type"
+    );
+    assert!(stored.bytes().await.unwrap() == bytes);
+
+    // Open it in the player: the name is the preview button.
+    browser
+        .find(Locator::Css(&format!("{row} td.name button")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually("the player", || async {
+        browser.find(Locator::Css("#preview video")).await.is_ok()
+    })
+    .await;
+    eventually("the video's first frame (readyState ≥ 2)", || async {
+        eval(
+            &browser,
+            "return document.querySelector('#preview video').readyState",
+        )
+        .await
+        .as_u64()
+        .unwrap()
+            >= 2
+    })
+    .await;
+    let duration = eval(
+        &browser,
+        "return document.querySelector('#preview video').duration",
+    )
+    .await
+    .as_f64()
+    .unwrap();
+    assert!((duration - 10.0).abs() < 0.2, "duration {duration}");
+
+    // Seek to the middle; once it has, draw the frame shown and count the
+    // colours in it (ffmpeg's test pattern has many; a frame never decoded
+    // draws nothing).
+    let seek = r"
+        const done = arguments[arguments.length - 1];
+        const video = document.querySelector('#preview video');
+        let presented = null;
+        if (video.requestVideoFrameCallback) {
+          video.requestVideoFrameCallback((now, frame) => { presented = frame.mediaTime; });
+        }
+        const timer = setTimeout(() => done({ error: 'no seeked event in 20 s', time: video.currentTime }), 20000);
+        video.addEventListener('seeked', () => {
+          setTimeout(() => {
+            clearTimeout(timer);
+            const canvas = document.createElement('canvas');
+            canvas.width = 64; canvas.height = 48;
+            const g = canvas.getContext('2d');
+            g.drawImage(video, 0, 0, 64, 48);
+            const pixels = g.getImageData(0, 0, 64, 48).data;
+            const colours = new Set();
+            for (let i = 0; i < pixels.length; i += 4) colours.add((pixels[i] << 16) | (pixels[i + 1] << 8) | pixels[i + 2]);
+            done({
+              time: video.currentTime,
+              frames: video.getVideoPlaybackQuality().totalVideoFrames,
+              presented,
+              colours: colours.size,
+              ready: video.readyState,
+            });
+          }, 500);
+        }, { once: true });
+        video.currentTime = 5;
+    ";
+    let result = browser.execute_async(seek, Vec::new()).await.unwrap();
+    println!("after the seek: {result}");
+    assert!(result.get("error").is_none(), "{result}");
+    let time = result["time"].as_f64().unwrap();
+    assert!(
+        (time - 5.0).abs() < 0.1,
+        "currentTime {time} after seeking to 5"
+    );
+    assert!(result["ready"].as_u64().unwrap() >= 2, "{result}");
+    assert!(
+        result["frames"].as_u64().unwrap() > 0,
+        "no frame decoded: {result}"
+    );
+    assert!(
+        result["colours"].as_u64().unwrap() > 16,
+        "the frame drawn at 5 s is blank: {result}"
+    );
+
+    // What the gateway was asked for the video, and what it answered.
+    let seen: Vec<Seen> = proxy
+        .seen()
+        .into_iter()
+        .filter(|seen| seen.path == "/files/clip.webm" && seen.method == "GET")
+        .collect();
+    println!("the video's requests at the gateway: {seen:#?}");
+    assert!(!seen.is_empty(), "the player fetched nothing");
+    for request in &seen {
+        assert!(
+            request.range.is_some(),
+            "the player asked without a range: {request:?}"
+        );
+        // 304: the player revalidating bytes it already holds.
+        assert!(
+            request.status == 206 || request.status == 304,
+            "{request:?}"
+        );
+    }
+    assert!(
+        seen.iter().any(|request| request.status == 206
+            && request
+                .range
+                .as_deref()
+                .is_some_and(|range| !range.starts_with("bytes=0-"))),
+        "no range from inside the file was served: {seen:?}"
+    );
+
+    // Escape closes the player, which lets go of the video.
+    browser
+        .active_element()
+        .await
+        .unwrap()
+        .send_keys("\u{E00C}")
+        .await
+        .unwrap();
+    eventually("the player to close", || async {
+        eval(&browser, "return document.getElementById('preview').open")
+            .await
+            .as_bool()
+            == Some(false)
+    })
+    .await;
+    assert!(browser.find(Locator::Css("#preview video")).await.is_err());
+
+    browser.close().await.unwrap();
+    drop(proxy);
+    server.stop().await;
+}
+
+/// The centre of the element `css` in viewport pixels.
+async fn centre(browser: &Client, css: &str) -> (f64, f64) {
+    let at = browser
+        .execute(
+            "const box = document.querySelector(arguments[0]).getBoundingClientRect();
+             return [Math.round(box.x + box.width / 2), Math.round(box.y + box.height / 2)]",
+            vec![json!(css)],
+        )
+        .await
+        .unwrap();
+    (at[0].as_f64().unwrap(), at[1].as_f64().unwrap())
+}
+
+/// Drag the element `from` onto `to` with the mouse, in small steps as a
+/// hand would: WebDriver pointer actions, from which Chromium makes the
+/// page's dragstart, dragover and drop events itself.
+async fn drag(browser: &Client, from: &str, to: &str) {
+    let ((from_x, from_y), (to_x, to_y)) = (centre(browser, from).await, centre(browser, to).await);
+    let mut mouse = MouseActions::new("mouse".into())
+        .then(PointerAction::MoveTo {
+            duration: None,
+            x: from_x,
+            y: from_y,
+        })
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        });
+    for step in 1..=10 {
+        let part = f64::from(step) / 10.0;
+        mouse = mouse.then(PointerAction::MoveTo {
+            duration: Some(Duration::from_millis(50)),
+            x: (from_x + (to_x - from_x) * part + 3.0).round(),
+            y: (from_y + (to_y - from_y) * part).round(),
+        });
+    }
+    // Chromium fires dragover (and so allows the drop) on a move within
+    // the target: settle on it with two small ones.
+    for nudge in [0.0, 1.0] {
+        mouse = mouse.then(PointerAction::MoveTo {
+            duration: Some(Duration::from_millis(50)),
+            x: to_x + nudge,
+            y: to_y,
+        });
+    }
+    let mouse = mouse
+        .then(PointerAction::Pause {
+            duration: Duration::from_millis(200),
+        })
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        });
+    browser.perform_actions(mouse).await.unwrap();
+}
+
+async fn sign_in(browser: &Client, name: &str, password: &str) {
+    eventually("the sign-in form", || shown(browser, "signin")).await;
+    for (id, text) in [("signin-name", name), ("signin-password", password)] {
+        let field = browser.find(Locator::Id(id)).await.unwrap();
+        field.send_keys(text).await.unwrap();
+    }
+    click(browser, "#signin-submit").await;
+    eventually("the files after signing in", || {
+        shown(browser, "files-title")
+    })
+    .await;
+}
+
+async fn click(browser: &Client, css: &str) {
+    browser
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|error| panic!("no {css}: {error}"))
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Whether an element matches `css`.
+async fn present(browser: &Client, css: &str) -> bool {
+    browser.find(Locator::Css(css)).await.is_ok()
+}
+
+/// The `value` of the input `css`.
+async fn value_of(browser: &Client, css: &str) -> String {
+    browser
+        .find(Locator::Css(css))
+        .await
+        .unwrap()
+        .prop("value")
+        .await
+        .unwrap()
+        .unwrap_or_default()
+}
+
+/// `PUT /files/{path}` with a bearer token.
+async fn put_as(server: &TestServer, token: &str, path: &str, body: Vec<u8>) {
+    let response = server
+        .client
+        .put(server.url(&format!("/files/{path}")))
+        .bearer_auth(token)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "PUT {path}: {response:?}");
+}
+
+/// `GET /files/{path}` with a bearer token: the status, and the body if 200.
+async fn get_as(server: &TestServer, token: &str, path: &str) -> (u16, Vec<u8>) {
+    let response = server
+        .client
+        .get(server.url(&format!("/files/{path}")))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.bytes().await.unwrap().to_vec())
+}
+
+/// The expiry a share link's token carries (`ID.EXPIRES_MS.SIGNATURE`,
+/// 0 for never).
+fn link_expiry_ms(link: &str) -> i64 {
+    let token = link.rsplit('/').next().unwrap();
+    token.split('.').nth(1).unwrap().parse().unwrap()
+}
+
+fn now_ms() -> i64 {
+    i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+/// A signed-in user (a session cookie, the CSRF token on every write):
+/// previews a text file by a range, shares a link that expires in an hour
+/// and one that never does (fetched by a client with no credentials, then
+/// revoked), renames a file in place (and is told why not when the name is
+/// taken), and moves files by dragging them onto a folder, the parent row
+/// and the breadcrumb: WebDAV MOVE under `/dav/`, which takes the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn previews_shares_renames_and_moves_as_a_signed_in_user_in_chromium() {
+    const PASSWORD: &str = "correct horse battery staple";
+    let server = TestServer::start(|_| {}).await;
+    server.add_user("alice", PASSWORD, false, None).await;
+    let token = server.create_token("alice").await;
+    let notes = b"remember the milk\n".to_vec();
+    let long: Vec<u8> = (0..40_000)
+        .flat_map(|line| format!("line {line:05}\n").into_bytes())
+        .collect();
+    assert!(long.len() > 256 * 1024);
+    let photo = random_bytes(2_000);
+    put_as(&server, &token, "notes.txt", notes.clone()).await;
+    put_as(&server, &token, "long.txt", long.clone()).await;
+    put_as(&server, &token, "photo.bin", photo.clone()).await;
+    let made = server
+        .client
+        .post(server.url("/files/archive/?folder"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert!(made.status().is_success());
+
+    let scratch = tempfile::tempdir().unwrap();
+    let driver = Driver::start().await;
+    let browser = driver.browser(&scratch.path().join("profile"), None).await;
+    browser.goto(&server.url("/")).await.unwrap();
+    sign_in(&browser, "alice", PASSWORD).await;
+    eventually("the files", || {
+        present(&browser, "tr[data-path=\"long.txt\"]")
+    })
+    .await;
+
+    // Preview a text file: the first 256 KiB, by a range request.
+    click(&browser, "tr[data-path=\"long.txt\"] td.name button").await;
+    eventually("the text preview", || async {
+        eval(
+            &browser,
+            "const pre = document.querySelector('#preview pre'); return !!pre && pre.textContent !== 'Loading…'",
+        )
+        .await
+            == json!(true)
+    })
+    .await;
+    let text = eval(
+        &browser,
+        "return document.querySelector('#preview pre').textContent",
+    )
+    .await;
+    assert_eq!(text.as_str().unwrap().as_bytes(), &long[..256 * 1024]);
+    assert!(
+        text_of(&browser, "preview-note")
+            .await
+            .contains("the first 256 KiB of"),
+        "{}",
+        text_of(&browser, "preview-note").await
+    );
+    click(&browser, "#preview-close").await;
+    assert_eq!(
+        eval(&browser, "return document.getElementById('preview').open").await,
+        json!(false)
+    );
+
+    // Share notes.txt for an hour.
+    click(&browser, "button[aria-label='Share a link to notes.txt']").await;
+    browser
+        .find(Locator::Id("share-expiry"))
+        .await
+        .unwrap()
+        .select_by_value("3600")
+        .await
+        .unwrap();
+    click(&browser, "#share-create").await;
+    eventually("the share link", || async {
+        !value_of(&browser, "#share-url").await.is_empty()
+    })
+    .await;
+    let link = value_of(&browser, "#share-url").await;
+    assert!(
+        link.starts_with(&server.url("/share/")),
+        "an absolute link: {link}"
+    );
+    let expires = link_expiry_ms(&link);
+    assert!(
+        (expires - (now_ms() + 3_600_000)).abs() < 120_000,
+        "the link expires in an hour: {expires} (now {})",
+        now_ms()
+    );
+    assert!(text_of(&browser, "share-expires").await.contains("1 hour"));
+    let anyone = reqwest::Client::new();
+    let fetched = anyone.get(&link).send().await.unwrap();
+    assert_eq!(fetched.status(), reqwest::StatusCode::OK);
+    assert_eq!(fetched.bytes().await.unwrap().to_vec(), notes);
+    // Copied, or (no clipboard for a headless page) selected for the user to copy.
+    click(&browser, "#share-copy").await;
+    eventually("the copy's note", || async {
+        !text_of(&browser, "share-copied").await.is_empty()
+    })
+    .await;
+
+    // And one that never expires; then revoked.
+    browser
+        .find(Locator::Id("share-expiry"))
+        .await
+        .unwrap()
+        .select_by_value("")
+        .await
+        .unwrap();
+    click(&browser, "#share-create").await;
+    eventually("the second link", || async {
+        let now = value_of(&browser, "#share-url").await;
+        !now.is_empty() && now != link
+    })
+    .await;
+    let forever = value_of(&browser, "#share-url").await;
+    assert_eq!(link_expiry_ms(&forever), 0, "{forever}");
+    assert!(
+        text_of(&browser, "share-expires")
+            .await
+            .contains("does not expire")
+    );
+    let fetched = anyone.get(&forever).send().await.unwrap();
+    assert_eq!(fetched.bytes().await.unwrap().to_vec(), notes);
+    click(&browser, "#share-revoke").await;
+    eventually("the revocation", || async {
+        text_of(&browser, "share-copied").await.contains("Revoked")
+    })
+    .await;
+    assert_eq!(
+        anyone.get(&forever).send().await.unwrap().status(),
+        reqwest::StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        anyone.get(&link).send().await.unwrap().status(),
+        reqwest::StatusCode::OK,
+        "the other link still works"
+    );
+    click(&browser, "#share-dialog form[method=dialog] button").await;
+
+    // Rename in place.
+    click(&browser, "button[aria-label='Rename or move notes.txt']").await;
+    let field = browser
+        .find(Locator::Css(
+            "tr[data-path=\"notes.txt\"] input.rename-input",
+        ))
+        .await
+        .unwrap();
+    field.clear().await.unwrap();
+    field.send_keys("todo.txt\u{E007}").await.unwrap();
+    eventually("the renamed row", || {
+        present(&browser, "tr[data-path=\"todo.txt\"]")
+    })
+    .await;
+    assert!(!present(&browser, "tr[data-path=\"notes.txt\"]").await);
+    assert_eq!(get_as(&server, &token, "notes.txt").await.0, 404);
+    assert_eq!(
+        get_as(&server, &token, "todo.txt").await,
+        (200, notes.clone())
+    );
+
+    // A name already taken: refused (Overwrite: F), and the page says why.
+    click(&browser, "button[aria-label='Rename or move todo.txt']").await;
+    let field = browser
+        .find(Locator::Css(
+            "tr[data-path=\"todo.txt\"] input.rename-input",
+        ))
+        .await
+        .unwrap();
+    field.clear().await.unwrap();
+    field.send_keys("long.txt\u{E007}").await.unwrap();
+    eventually("the refusal", || async {
+        text_of(&browser, "listing-status")
+            .await
+            .contains("long.txt already exists")
+    })
+    .await;
+    assert_eq!(
+        get_as(&server, &token, "long.txt").await,
+        (200, long.clone())
+    );
+    assert_eq!(
+        get_as(&server, &token, "todo.txt").await,
+        (200, notes.clone())
+    );
+    field.send_keys("\u{E00C}").await.unwrap();
+    eventually("the rename to be cancelled", || async {
+        !present(&browser, "input.rename-input").await
+    })
+    .await;
+
+    // Drag two files onto the folder's row.
+    for name in ["todo.txt", "photo.bin"] {
+        drag(
+            &browser,
+            &format!("tr[data-path=\"{name}\"] td:nth-child(3)"),
+            "tr[data-path=\"archive/\"] td:nth-child(3)",
+        )
+        .await;
+        eventually("the moved row to go", || async {
+            !present(&browser, &format!("tr[data-path=\"{name}\"]")).await
+        })
+        .await;
+    }
+    assert_eq!(get_as(&server, &token, "todo.txt").await.0, 404);
+    assert_eq!(
+        get_as(&server, &token, "archive/todo.txt").await,
+        (200, notes.clone())
+    );
+    assert_eq!(
+        get_as(&server, &token, "archive/photo.bin").await,
+        (200, photo.clone())
+    );
+
+    // Into the folder, and back out: onto the parent row, onto the breadcrumb.
+    browser
+        .find(Locator::LinkText("archive/"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually("the folder's files", || {
+        present(&browser, "tr[data-path=\"archive/photo.bin\"]")
+    })
+    .await;
+    drag(
+        &browser,
+        "tr[data-path=\"archive/photo.bin\"] td:nth-child(3)",
+        "tr.up td.name",
+    )
+    .await;
+    eventually("photo.bin to leave", || async {
+        !present(&browser, "tr[data-path=\"archive/photo.bin\"]").await
+    })
+    .await;
+    assert_eq!(get_as(&server, &token, "photo.bin").await, (200, photo));
+    drag(
+        &browser,
+        "tr[data-path=\"archive/todo.txt\"] td:nth-child(3)",
+        "#crumbs a[href='#']",
+    )
+    .await;
+    eventually("todo.txt to leave", || async {
+        !present(&browser, "tr[data-path=\"archive/todo.txt\"]").await
+    })
+    .await;
+    assert_eq!(get_as(&server, &token, "todo.txt").await, (200, notes));
+    assert_eq!(get_as(&server, &token, "archive/todo.txt").await.0, 404);
+    assert!(
+        text_of(&browser, "listing-status")
+            .await
+            .contains("Moved archive/todo.txt to the root")
+    );
+
+    browser.close().await.unwrap();
+    server.stop().await;
+}
+
+/// Sorting by size both ways (folders stay first), a large file's download
+/// with progress, and ticking several entries (a folder among them) to
+/// delete them at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sorts_selects_deletes_and_downloads_with_progress_in_chromium() {
+    let server = TestServer::start(|_| {}).await;
+    let big = random_bytes(16 * 1024 * 1024 + 1);
+    for (path, body) in [
+        ("b-medium.bin", random_bytes(5_000)),
+        ("a-large.bin", random_bytes(90_000)),
+        ("c-small.bin", random_bytes(10)),
+        ("big.bin", big.clone()),
+        ("zeta/inner.txt", b"z".to_vec()),
+        ("alpha/inner.txt", b"a".to_vec()),
+    ] {
+        assert!(server.put(path, body).await.status().is_success());
+    }
+
+    let scratch = tempfile::tempdir().unwrap();
+    let downloads = scratch.path().join("downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    let driver = Driver::start().await;
+    let browser = driver
+        .browser(&scratch.path().join("profile"), Some(&downloads))
+        .await;
+    browser.goto(&server.url("/")).await.unwrap();
+    eventually("the listing", || async {
+        listed_paths(&browser).await.len() == 6
+    })
+    .await;
+    assert_eq!(
+        listed_paths(&browser).await,
+        [
+            "alpha/",
+            "zeta/",
+            "a-large.bin",
+            "b-medium.bin",
+            "big.bin",
+            "c-small.bin"
+        ],
+        "by name, folders first"
+    );
+
+    click(&browser, "button.sort[data-key='size']").await;
+    assert_eq!(
+        listed_paths(&browser).await,
+        [
+            "alpha/",
+            "zeta/",
+            "c-small.bin",
+            "b-medium.bin",
+            "a-large.bin",
+            "big.bin"
+        ]
+    );
+    let size_header = browser
+        .find(Locator::Css("th[data-key='size']"))
+        .await
+        .unwrap();
+    assert_eq!(
+        size_header.attr("aria-sort").await.unwrap().as_deref(),
+        Some("ascending")
+    );
+    click(&browser, "button.sort[data-key='size']").await;
+    assert_eq!(
+        listed_paths(&browser).await,
+        [
+            "zeta/",
+            "alpha/",
+            "big.bin",
+            "a-large.bin",
+            "b-medium.bin",
+            "c-small.bin"
+        ]
+    );
+    assert_eq!(
+        size_header.attr("aria-sort").await.unwrap().as_deref(),
+        Some("descending")
+    );
+
+    // Over 16 MiB: fetched by the page with a progress bar, then saved.
+    click(
+        &browser,
+        "tr[data-path=\"big.bin\"] button[aria-label^='Download big.bin']",
+    )
+    .await;
+    eventually("the download with progress", || async {
+        downloaded(&downloads, "big.bin").is_some()
+            && text_of(&browser, "downloads")
+                .await
+                .contains("downloaded big.bin")
+    })
+    .await;
+    let fetched = std::fs::read(downloaded(&downloads, "big.bin").unwrap()).unwrap();
+    assert!(fetched == big, "the downloaded bytes differ");
+
+    // Tick two files and a folder; delete them together.
+    for name in ["c-small.bin", "a-large.bin", "zeta/"] {
+        click(&browser, &format!("input[aria-label='Select {name}']")).await;
+    }
+    assert_eq!(text_of(&browser, "selection-note").await, "3 selected");
+    assert_eq!(
+        eval(
+            &browser,
+            "return document.getElementById('select-all').indeterminate"
+        )
+        .await,
+        json!(true)
+    );
+    click(&browser, "#delete-selected").await;
+    browser.accept_alert().await.unwrap();
+    eventually("the deleted rows to go", || async {
+        listed_paths(&browser).await == ["alpha/", "big.bin", "b-medium.bin"]
+    })
+    .await;
+    for gone in ["c-small.bin", "a-large.bin", "zeta/inner.txt"] {
+        assert_eq!(
+            server.get(gone).await.status(),
+            reqwest::StatusCode::NOT_FOUND,
+            "{gone}"
+        );
+    }
+    for kept in ["b-medium.bin", "big.bin", "alpha/inner.txt"] {
+        assert_eq!(
+            server.get(kept).await.status(),
+            reqwest::StatusCode::OK,
+            "{kept}"
+        );
+    }
+    assert_eq!(text_of(&browser, "selection-note").await, "");
+
+    // Select all, then none.
+    click(&browser, "#select-all").await;
+    assert_eq!(text_of(&browser, "selection-note").await, "3 selected");
+    click(&browser, "#select-all").await;
+    assert_eq!(text_of(&browser, "selection-note").await, "");
 
     browser.close().await.unwrap();
     server.stop().await;
