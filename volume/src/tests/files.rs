@@ -215,6 +215,57 @@ async fn reads_come_in_chunks_and_stop_at_the_recorded_size(backend: &Backend) {
     assert_eq!(all, content);
 }
 
+/// An outboard staged beside the content (in pieces, interleaved with it,
+/// as an upload hashes) is stored after it in the same blob: reads of the
+/// content stop at its size, seek anywhere, and the outboard is read back
+/// by pieces; a blob written without one has none.
+async fn an_outboard_is_stored_after_the_content_and_read_by_pieces(backend: &Backend) {
+    let (dir, volume) = backend.open().await;
+    let content: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let outboard: Vec<u8> = (0..200_000u32).map(|i| (i % 13) as u8).collect();
+    let mut staged = volume.stage();
+    for (part, tree) in content.chunks(60_000).zip(outboard.chunks(40_000)) {
+        staged.write(part).await.unwrap();
+        staged.write_outboard(tree).await.unwrap();
+    }
+    let meta = volume
+        .put(
+            Owner::OPEN,
+            &path("tree"),
+            staged,
+            &digests_of(&content),
+            "application/octet-stream",
+            true,
+        )
+        .await
+        .unwrap();
+    assert_eq!(meta.size, content.len() as u64);
+    assert_eq!(temp_files(&dir), 0);
+
+    let (_, mut reader) = volume.read(Owner::OPEN, &path("tree")).await.unwrap();
+    assert_eq!(reader.outboard_len(), outboard.len() as u64);
+    assert_eq!(reader.read_to_end().await.unwrap(), content);
+    reader.seek(123_456);
+    assert_eq!(reader.read(10).await.unwrap(), &content[123_456..123_466]);
+    reader.seek(5);
+    assert_eq!(reader.read(3).await.unwrap(), &content[5..8]);
+    let pieces = reader
+        .read_outboard(&[(0, 8), (100_000, 32), (199_968, 32)])
+        .await
+        .unwrap();
+    let mut expected = outboard[..8].to_vec();
+    expected.extend_from_slice(&outboard[100_000..100_032]);
+    expected.extend_from_slice(&outboard[199_968..]);
+    assert_eq!(pieces, expected);
+    assert!(reader.read_outboard(&[(199_990, 32)]).await.is_err());
+    // The content read after outboard reads goes on from where it was.
+    assert_eq!(reader.read(3).await.unwrap(), &content[8..11]);
+
+    put(&volume, "plain", b"no tree here, and a little more").await.unwrap();
+    let (_, reader) = volume.read(Owner::OPEN, &path("plain")).await.unwrap();
+    assert_eq!(reader.outboard_len(), 0);
+}
+
 /// Create-only writes racing to make one new path: exactly one wins, the
 /// others are refused, and the path holds the winner's content.
 async fn create_only_admits_one_writer_per_new_path(backend: &Backend) {
@@ -393,6 +444,7 @@ suite!(
     listing_collapses_folders_and_pages,
     a_staged_blob_dropped_unfinished_leaves_nothing,
     reads_come_in_chunks_and_stop_at_the_recorded_size,
+    an_outboard_is_stored_after_the_content_and_read_by_pieces,
     create_only_admits_one_writer_per_new_path,
     a_blob_larger_than_one_part_round_trips,
     empty_folders_list_and_go_with_their_tree,
