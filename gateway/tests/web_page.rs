@@ -887,6 +887,14 @@ async fn previews_shares_renames_and_moves_as_a_signed_in_user_in_chromium() {
     put_as(&server, &token, "notes.txt", notes.clone()).await;
     put_as(&server, &token, "long.txt", long.clone()).await;
     put_as(&server, &token, "photo.bin", photo.clone()).await;
+    // A 1×1 PNG; its type is sniffed on upload.
+    let dot = hex::decode(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000\
+         1f15c4890000000d4944415478da636460f85f0f0002870180eb47ba92\
+         0000000049454e44ae426082",
+    )
+    .unwrap();
+    put_as(&server, &token, "dot.png", dot).await;
     let made = server
         .client
         .post(server.url("/files/archive/?folder"))
@@ -935,6 +943,19 @@ async fn previews_shares_renames_and_moves_as_a_signed_in_user_in_chromium() {
         eval(&browser, "return document.getElementById('preview').open").await,
         json!(false)
     );
+
+    // An image, in an img that the session cookie fetches.
+    click(&browser, "tr[data-path=\"dot.png\"] td.name button").await;
+    eventually("the image", || async {
+        eval(
+            &browser,
+            "const img = document.querySelector('#preview img'); return !!img && img.complete && img.naturalWidth",
+        )
+        .await
+            == json!(1)
+    })
+    .await;
+    click(&browser, "#preview-close").await;
 
     // Share notes.txt for an hour.
     click(&browser, "button[aria-label='Share a link to notes.txt']").await;
@@ -1108,7 +1129,10 @@ async fn previews_shares_renames_and_moves_as_a_signed_in_user_in_chromium() {
         !present(&browser, "tr[data-path=\"archive/photo.bin\"]").await
     })
     .await;
-    assert_eq!(get_as(&server, &token, "photo.bin").await, (200, photo));
+    assert_eq!(
+        get_as(&server, &token, "photo.bin").await,
+        (200, photo.clone())
+    );
     drag(
         &browser,
         "tr[data-path=\"archive/todo.txt\"] td:nth-child(3)",
@@ -1125,6 +1149,30 @@ async fn previews_shares_renames_and_moves_as_a_signed_in_user_in_chromium() {
         text_of(&browser, "listing-status")
             .await
             .contains("Moved archive/todo.txt to the root")
+    );
+
+    // The keyboard's way to move: a new name from the root.
+    click(&browser, "#crumbs a[href='#']").await;
+    eventually("the root's files", || {
+        present(&browser, "tr[data-path=\"photo.bin\"]")
+    })
+    .await;
+    click(&browser, "button[aria-label='Rename or move photo.bin']").await;
+    let field = browser
+        .find(Locator::Css(
+            "tr[data-path=\"photo.bin\"] input.rename-input",
+        ))
+        .await
+        .unwrap();
+    field.clear().await.unwrap();
+    field.send_keys("/archive/pic.bin\u{E007}").await.unwrap();
+    eventually("photo.bin to move", || async {
+        !present(&browser, "tr[data-path=\"photo.bin\"]").await
+    })
+    .await;
+    assert_eq!(
+        get_as(&server, &token, "archive/pic.bin").await,
+        (200, photo)
     );
 
     browser.close().await.unwrap();
