@@ -271,6 +271,67 @@ async fn identical_content_is_stored_once_and_freed_with_its_last_file(handler: 
     server.stop().await;
 }
 
+both_handlers!(a_file_stored_before_outboards_gets_one_on_first_read);
+/// A file stored before BLAKE3 trees were kept (its row has a BLAKE3, its
+/// blob no outboard) is served verified whole, and that first read gives
+/// its blob the outboard, so later ranges stream; the bytes never change.
+async fn a_file_stored_before_outboards_gets_one_on_first_read(handler: HandlerKind) {
+    let server = TestServer::start(|config| config.handler = handler).await;
+    let content = random_bytes(1 << 20);
+    let mut staged = server.state.volume.stage();
+    staged.write(&content).await.unwrap();
+    let digests = volume::Digests {
+        sha256: volume::Digest::parse(&sha256_hex(&content)).unwrap(),
+        blake3: Some(volume::Digest::parse(blake3::hash(&content).to_hex().as_str()).unwrap()),
+    };
+    let path = volume::FilePath::parse("old/film.bin").unwrap();
+    server
+        .state
+        .volume
+        .put(
+            volume::Owner::OPEN,
+            &path,
+            staged,
+            &digests,
+            "video/webm",
+            true,
+        )
+        .await
+        .unwrap();
+    let blob = blob_files(&server.data_dir)[0].clone();
+    assert_eq!(std::fs::metadata(&blob).unwrap().len(), 1 << 20);
+
+    let whole = server.get("old/film.bin").await;
+    assert_eq!(whole.status(), StatusCode::OK);
+    assert_eq!(whole.bytes().await.unwrap(), &content[..]);
+    // 16 groups of 64 KiB: 8 header bytes and 30 stored nodes of 32 (the
+    // root is not stored).
+    let mut waited = 0;
+    while std::fs::metadata(&blob).unwrap().len() != (1 << 20) + 8 + 30 * 32 {
+        let len = std::fs::metadata(&blob).unwrap().len();
+        assert!(
+            waited < 100,
+            "no outboard was kept: the blob is {len} bytes"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    let ranged = server
+        .client
+        .get(server.url("/files/old/film.bin"))
+        .header(header::RANGE, "bytes=700000-700099")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ranged.status(), StatusCode::PARTIAL_CONTENT);
+    assert_eq!(ranged.bytes().await.unwrap(), &content[700_000..700_100]);
+    assert_eq!(
+        server.get("old/film.bin").await.bytes().await.unwrap(),
+        &content[..]
+    );
+    server.stop().await;
+}
+
 both_handlers!(a_corrupted_blob_is_refused_on_download);
 async fn a_corrupted_blob_is_refused_on_download(handler: HandlerKind) {
     let server = TestServer::start(|config| config.handler = handler).await;

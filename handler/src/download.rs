@@ -12,9 +12,11 @@
 //! wrong bytes). A range reads only the groups it covers.
 //!
 //! Content without an outboard (one group, or stored before the tree was
-//! kept) is read and verified whole, as before.
+//! kept) is read and verified whole, as before; content stored before the
+//! tree was kept gets its outboard then, computed as it is verified and
+//! handed to the host to keep, so its later reads stream.
 
-use crate::tree::{GROUP, Node, Shape, group_value};
+use crate::tree::{GROUP, Node, Shape, TreeWriter, group_value};
 use crate::types::{BodyError, FetchBody, FetchRequest, Fetched, FileMeta, HandlerError};
 use crate::{CHUNK, Host, range, sha256_hex};
 
@@ -127,7 +129,11 @@ impl<C> Handler<C> {
         };
         let Some(root) = streamed else {
             let whole = read_whole(host, &meta, &content).await;
+            if let Ok((_, Some(outboard))) = &whole {
+                host.attach_outboard(&content, outboard).await;
+            }
             host.close_content(content).await;
+            let whole = whole.map(|(whole, _)| whole);
             let whole = whole?;
             self.prepared = Some(Prepared {
                 buffer: whole,
@@ -377,12 +383,15 @@ fn coalesce(offsets: &[u64]) -> Vec<(u64, u32)> {
         .collect()
 }
 
-/// The whole content, verified: what content without an outboard gets.
+/// The whole content, verified: what content without an outboard gets;
+/// and, when it spans more than one group and has a recorded BLAKE3 but no
+/// outboard (stored before they were kept), its outboard, computed as it
+/// is verified, for the host to keep.
 async fn read_whole<H: Host>(
     host: &mut H,
     meta: &FileMeta,
     content: &H::Content,
-) -> Result<Vec<u8>, HandlerError> {
+) -> Result<(Vec<u8>, Option<Vec<u8>>), HandlerError> {
     let mut whole = Vec::with_capacity(to_index(meta.size));
     loop {
         let chunk = host
@@ -394,8 +403,21 @@ async fn read_whole<H: Host>(
         }
         whole.extend_from_slice(&chunk);
     }
+    let shape = Shape::of(meta.size);
+    if shape.has_outboard()
+        && meta.blake3.is_some()
+        && host.outboard_len(content).await == 0
+        && whole.len() as u64 == meta.size
+    {
+        let mut tree = TreeWriter::new();
+        tree.update(&whole);
+        let (root, outboard) = tree.finish();
+        if meta.blake3.as_deref() == Some(root.to_hex().as_str()) {
+            return Ok((whole, Some(outboard)));
+        }
+    }
     verify_whole(meta, &whole)?;
-    Ok(whole)
+    Ok((whole, None))
 }
 
 fn verify_whole(meta: &FileMeta, content: &[u8]) -> Result<(), HandlerError> {

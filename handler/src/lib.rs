@@ -90,6 +90,9 @@ pub trait Host {
         content: &Self::Content,
         pieces: &[(u64, u32)],
     ) -> Result<Vec<u8>, BodyError>;
+    /// Keep `outboard` beside `content`, stored without one, which was read
+    /// whole and verified against the outboard's root.
+    async fn attach_outboard(&mut self, content: &Self::Content, outboard: &[u8]);
     /// Done with `content`.
     async fn close_content(&mut self, content: Self::Content);
     async fn write(&mut self, out: &Self::Response, chunk: &[u8]) -> Result<(), BodyError>;

@@ -171,6 +171,10 @@ impl storage_handler::Host for Imports {
         content.read_outboard(pieces).map_err(Into::into)
     }
 
+    async fn attach_outboard(&mut self, content: &Content, outboard: &[u8]) {
+        content.attach_outboard(outboard);
+    }
+
     async fn close_content(&mut self, content: Content) {
         drop(content);
     }

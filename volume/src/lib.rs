@@ -350,6 +350,40 @@ impl Volume {
         Ok(removed)
     }
 
+    /// Keep `outboard` after the content of blob `digest`, `size` bytes
+    /// stored without one (before outboards were kept), which a reader read
+    /// whole and verified against the outboard's root. The blob is
+    /// rewritten as content then outboard and replaces the old one
+    /// atomically: readers of the old one read on undisturbed, and one that
+    /// has gained an outboard meanwhile is left alone.
+    pub async fn attach_outboard(
+        &self,
+        digest: &Digest,
+        size: u64,
+        outboard: &[u8],
+    ) -> Result<(), VolumeError> {
+        let mut staged = self.stage();
+        match self.blobs.open_blob(digest, size).await? {
+            Some(reader) if reader.outboard_len() == 0 => {
+                let mut reader = reader;
+                loop {
+                    let chunk = reader.read(1 << 20).await?;
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    staged.write(&chunk).await?;
+                }
+            }
+            // Gone, or given one meanwhile.
+            _ => return Ok(()),
+        }
+        if staged.len() != size {
+            return Ok(());
+        }
+        staged.write_outboard(outboard).await?;
+        self.blobs.replace(digest, &mut staged).await
+    }
+
     /// Whether blob `digest` is in the blob store.
     pub async fn blob_exists(&self, digest: &Digest) -> Result<bool, VolumeError> {
         self.blobs.exists(digest).await

@@ -219,6 +219,9 @@ impl Upload {
 #[derive(Debug)]
 pub struct Content {
     reader: BlobReader,
+    /// The blob's address and content size, to attach an outboard to it.
+    sha256: String,
+    size: u64,
 }
 
 /// The response body the guest writes: a paced stream to the client.
@@ -308,6 +311,25 @@ impl bindings::wasm_storage::storage::body::HostContent for HostState {
             .map_err(internal_body_error)?;
         self.progress += bytes.len() as u64;
         Ok(bytes)
+    }
+
+    async fn attach_outboard(&mut self, content: Resource<Content>, outboard: Vec<u8>) {
+        let Ok(content) = self.table.get(&content) else {
+            return;
+        };
+        let Ok(digest) = volume::Digest::parse(&content.sha256) else {
+            return;
+        };
+        let (volume, size) = (self.volume.clone(), content.size);
+        // In the background: the blob is copied, and this read need not wait.
+        tokio::spawn(async move {
+            match volume.attach_outboard(&digest, size, &outboard).await {
+                Ok(()) => {
+                    tracing::info!(%digest, size, "kept an outboard for a blob stored without one")
+                }
+                Err(error) => tracing::warn!(%digest, %error, "could not keep an outboard"),
+            }
+        });
     }
 
     async fn drop(&mut self, content: Resource<Content>) -> wasmtime::Result<()> {
@@ -411,7 +433,11 @@ impl bindings::wasm_storage::storage::volume::Host for HostState {
             .map_err(to_wit_error)?;
         let content = self
             .table
-            .push(Content { reader })
+            .push(Content {
+                reader,
+                sha256: meta.sha256.clone(),
+                size: meta.size,
+            })
             .map_err(|e| wit::VolumeError::Internal(e.to_string()))?;
         Ok((to_wit_meta(meta), content))
     }

@@ -196,6 +196,10 @@ impl storage_handler::Host for Native<'_> {
             .map_err(Into::into)
     }
 
+    async fn attach_outboard(&mut self, content: &Resource<Content>, outboard: &[u8]) {
+        HostContent::attach_outboard(self.0, borrow(content), outboard.to_vec()).await;
+    }
+
     async fn close_content(&mut self, content: Resource<Content>) {
         // As the guest's drop of its handle does.
         let _ = HostContent::drop(self.0, content).await;

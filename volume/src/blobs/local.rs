@@ -89,6 +89,36 @@ impl LocalBlobs {
         .await
     }
 
+    /// Rename the staged file over the blob: readers of the old file keep
+    /// reading it, new ones open the new one.
+    pub(crate) async fn replace(
+        &self,
+        digest: &Digest,
+        staged: &mut StagedBlob,
+    ) -> Result<(), VolumeError> {
+        let target = self.path_of(digest);
+        let Staged::File(source) = staged.staged().await? else {
+            // Content with an outboard is more than one 64 KiB group, and
+            // so never staged in memory.
+            return Ok(());
+        };
+        let source = source.to_path_buf();
+        let fan_out = target.parent().unwrap_or(&self.root).to_path_buf();
+        blocking(move || {
+            // A second name for the staged (fsynced) file, renamed over the
+            // blob: the staged name goes when the staged blob is dropped.
+            let (file, link) = make_temp_file(source.parent().unwrap_or(&fan_out))?;
+            drop(file);
+            fs::remove_file(&link)
+                .and_then(|()| fs::hard_link(&source, &link))
+                .map_err(|e| VolumeError::io("rewriting a blob", e))?;
+            link.persist(&target)
+                .map_err(|e| VolumeError::io("rewriting a blob", e.error))?;
+            sync_dir(&fan_out)
+        })
+        .await
+    }
+
     pub(crate) async fn exists(&self, digest: &Digest) -> Result<bool, VolumeError> {
         tokio::fs::try_exists(self.path_of(digest))
             .await

@@ -115,6 +115,19 @@ impl BlobStore {
         }
     }
 
+    /// Replace blob `digest` with `staged` (the same content, with an
+    /// outboard after it), atomically.
+    pub(crate) async fn replace(
+        &self,
+        digest: &Digest,
+        staged: &mut StagedBlob,
+    ) -> Result<(), VolumeError> {
+        match self {
+            Self::Local(local) => local.replace(digest, staged).await,
+            Self::Object(object) => object.replace(digest, staged).await,
+        }
+    }
+
     /// Whether blob `digest` is there (complete: blobs appear atomically).
     pub(crate) async fn exists(&self, digest: &Digest) -> Result<bool, VolumeError> {
         match self {

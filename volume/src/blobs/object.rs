@@ -108,14 +108,19 @@ impl ObjectBlobs {
         }
     }
 
-    /// One conditional `PutObject` of `bytes` at `key`; a key already
-    /// taken holds the same content (the key is its digest).
-    async fn put_new(&self, key: &ObjectPath, bytes: Bytes) -> Result<(), VolumeError> {
-        let create = PutOptions {
-            mode: PutMode::Create,
+    /// One `PutObject` of `bytes` at `key`: with `PutMode::Create`, a key
+    /// already taken holds the same content (the key is its digest).
+    async fn put_one(
+        &self,
+        key: &ObjectPath,
+        bytes: Bytes,
+        mode: PutMode,
+    ) -> Result<(), VolumeError> {
+        let options = PutOptions {
+            mode,
             ..PutOptions::default()
         };
-        match self.store.put_opts(key, bytes.into(), create).await {
+        match self.store.put_opts(key, bytes.into(), options).await {
             Ok(_) => Ok(()),
             Err(
                 object_store::Error::AlreadyExists { .. }
@@ -130,11 +135,25 @@ impl ObjectBlobs {
         digest: &Digest,
         staged: &mut StagedBlob,
     ) -> Result<(), VolumeError> {
+        self.upload(digest, staged, PutMode::Create).await
+    }
+
+    /// `staged` as the object `digest`: in one request up to
+    /// [`SINGLE_PUT_MAX`] (`mode` says whether it may replace one), else
+    /// in a multipart upload, which the store makes visible only complete.
+    async fn upload(
+        &self,
+        digest: &Digest,
+        staged: &mut StagedBlob,
+        mode: PutMode,
+    ) -> Result<(), VolumeError> {
         let key = self.key(digest);
         let len = usize::try_from(staged.stored_len()).unwrap_or(usize::MAX);
         let path = match staged.staged().await? {
             Staged::Memory { bytes, .. } => {
-                return self.put_new(&key, Bytes::copy_from_slice(bytes)).await;
+                return self
+                    .put_one(&key, Bytes::copy_from_slice(bytes), mode)
+                    .await;
             }
             Staged::File(path) => path,
         };
@@ -146,7 +165,7 @@ impl ObjectBlobs {
             file.read_to_end(&mut bytes)
                 .await
                 .map_err(|e| VolumeError::io("reading a staged blob", e))?;
-            return self.put_new(&key, bytes.into()).await;
+            return self.put_one(&key, bytes.into(), mode).await;
         }
         let mut upload = self.store.put_multipart(&key).await?;
         let sent = async {
@@ -170,6 +189,16 @@ impl ObjectBlobs {
             return Err(error);
         }
         Ok(())
+    }
+
+    /// Write `staged` over the object: a `PutObject` or a completed
+    /// multipart upload replaces it whole, never partly.
+    pub(crate) async fn replace(
+        &self,
+        digest: &Digest,
+        staged: &mut StagedBlob,
+    ) -> Result<(), VolumeError> {
+        self.upload(digest, staged, PutMode::Overwrite).await
     }
 
     pub(crate) async fn exists(&self, digest: &Digest) -> Result<bool, VolumeError> {

@@ -261,9 +261,44 @@ async fn an_outboard_is_stored_after_the_content_and_read_by_pieces(backend: &Ba
     // The content read after outboard reads goes on from where it was.
     assert_eq!(reader.read(3).await.unwrap(), &content[8..11]);
 
-    put(&volume, "plain", b"no tree here, and a little more").await.unwrap();
+    put(&volume, "plain", b"no tree here, and a little more")
+        .await
+        .unwrap();
     let (_, reader) = volume.read(Owner::OPEN, &path("plain")).await.unwrap();
     assert_eq!(reader.outboard_len(), 0);
+}
+
+/// A blob stored without an outboard gets one attached: the blob is
+/// replaced by content then outboard, and its content reads the same.
+async fn an_outboard_is_attached_to_a_blob_stored_without_one(backend: &Backend) {
+    let (dir, volume) = backend.open().await;
+    let content: Vec<u8> = (0..200_000u32).map(|i| (i % 241) as u8).collect();
+    let meta = put(&volume, "legacy", &content).await.unwrap();
+    let digest = digest_of(&content);
+    let (_, reader) = volume.read(Owner::OPEN, &path("legacy")).await.unwrap();
+    assert_eq!(reader.outboard_len(), 0);
+
+    let outboard = vec![9u8; 4_000];
+    volume
+        .attach_outboard(&digest, meta.size, &outboard)
+        .await
+        .unwrap();
+    let (_, mut reader) = volume.read(Owner::OPEN, &path("legacy")).await.unwrap();
+    assert_eq!(reader.outboard_len(), 4_000);
+    assert_eq!(
+        reader.read_outboard(&[(3_968, 32)]).await.unwrap(),
+        vec![9u8; 32]
+    );
+    assert_eq!(reader.read_to_end().await.unwrap(), content);
+    assert_eq!(temp_files(&dir), 0);
+
+    // One that has an outboard already is left alone.
+    volume
+        .attach_outboard(&digest, meta.size, &[1u8; 64])
+        .await
+        .unwrap();
+    let (_, reader) = volume.read(Owner::OPEN, &path("legacy")).await.unwrap();
+    assert_eq!(reader.outboard_len(), 4_000);
 }
 
 /// Create-only writes racing to make one new path: exactly one wins, the
@@ -445,6 +480,7 @@ suite!(
     a_staged_blob_dropped_unfinished_leaves_nothing,
     reads_come_in_chunks_and_stop_at_the_recorded_size,
     an_outboard_is_stored_after_the_content_and_read_by_pieces,
+    an_outboard_is_attached_to_a_blob_stored_without_one,
     create_only_admits_one_writer_per_new_path,
     a_blob_larger_than_one_part_round_trips,
     empty_folders_list_and_go_with_their_tree,
