@@ -226,7 +226,7 @@ def main():
     print(f"{r['size'] / (1 << 30):.1f} GiB file: PUT {r['put_mb_s']:.0f} MB/s, "
           f"GET median {r['get_mb_s_median']:.0f} MB/s, 1-byte range median "
           f"{r['range_1_byte_ms_median']:.2f} ms (p90 {r['range_1_byte_ms_p90']:.2f} ms, "
-          f"curl start-up included), largest instance {r['largest_instance'] / mib:.0f} MiB")
+          f"curl's time_total), largest instance {r['largest_instance'] / mib:.0f} MiB")
     print("| path | body | size | PUT MB/s | GET MB/s | largest instance |")
     print("|---|---|---|---|---|---|")
     for c in results["cases"]:
