@@ -203,15 +203,23 @@ impl Upload {
         if self.received > self.limit {
             return Err(BodyError::TooLarge(self.limit));
         }
-        let staged = self
-            .staged
-            .as_mut()
-            .ok_or_else(|| BodyError::Internal("the upload was already stored".into()))?;
-        staged.write(&chunk).await.map_err(|error| match error {
-            VolumeError::NoSpace => BodyError::NoSpace,
-            other => internal_body_error(other),
-        })?;
+        self.staged()?.write(&chunk).await.map_err(staging_error)?;
         Ok(chunk.into())
+    }
+
+    /// Where the upload's bytes (and its outboard) are staged until stored.
+    fn staged(&mut self) -> Result<&mut StagedBlob, BodyError> {
+        self.staged
+            .as_mut()
+            .ok_or_else(|| BodyError::Internal("the upload was already stored".into()))
+    }
+}
+
+/// A failure to stage an upload's bytes, as the guest sees it.
+fn staging_error(error: VolumeError) -> BodyError {
+    match error {
+        VolumeError::NoSpace => BodyError::NoSpace,
+        other => internal_body_error(other),
     }
 }
 
@@ -248,17 +256,11 @@ impl bindings::wasm_storage::storage::body::HostUpload for HostState {
         piece: Vec<u8>,
     ) -> Result<(), BodyError> {
         let upload = self.table.get_mut(&upload).map_err(internal_body_error)?;
-        let staged = upload
-            .staged
-            .as_mut()
-            .ok_or_else(|| BodyError::Internal("the upload was already stored".into()))?;
-        staged
+        upload
+            .staged()?
             .write_outboard(&piece)
             .await
-            .map_err(|error| match error {
-                VolumeError::NoSpace => BodyError::NoSpace,
-                other => internal_body_error(other),
-            })
+            .map_err(staging_error)
     }
 
     async fn drop(&mut self, upload: Resource<Upload>) -> wasmtime::Result<()> {
