@@ -93,6 +93,11 @@ pub struct Config {
     #[arg(long, env = "WASM_STORAGE_MAX_BODY", default_value = "1PiB")]
     pub max_body: ByteSize,
 
+    /// How long an unfinished resumable upload (`/uploads/`, tus) is kept
+    /// without a byte added; then it is collected and its bytes freed.
+    #[arg(long, env = "WASM_STORAGE_UPLOAD_EXPIRY", default_value = "24h", value_parser = humantime::parse_duration)]
+    pub upload_expiry: Duration,
+
     /// Most body bytes an instance holds at once (bytes; suffixes
     /// accepted). A body up to this size is buffered whole in the instance
     /// (the growth of linear memory the estimator manages); a longer one

@@ -191,6 +191,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
             auth.clone(),
             config.max_body.0,
             config.body_window.0,
+            config.upload_expiry,
         ),
         pool,
         volume,
@@ -254,6 +255,7 @@ pub fn app(state: AppState) -> Router {
         .merge(routes::files::router())
         .merge(dav::router())
         .merge(routes::share::router())
+        .merge(routes::uploads::router())
         .merge(routes::auth::router())
         .merge(routes::admin::router())
         .merge(routes::health::router())

@@ -12,6 +12,7 @@ use crate::ledger::{self, BlobState};
 use crate::locks;
 use crate::tree::Tree;
 use crate::types::{Digest, SweepReport, now_ms};
+use crate::uploads;
 
 /// How long a write waits for another gateway's removal of the same content
 /// to finish before it gives up with [`VolumeError::Busy`].
@@ -165,14 +166,39 @@ impl Volume {
         if expired_locks > 0 {
             tracing::debug!(expired_locks, "cleared expired WebDAV locks");
         }
+        let uploads_removed = self.collect_uploads(old_enough).await?;
         let report = SweepReport {
             temp_files_removed: 0,
             orphan_blobs_removed: removed,
             files_missing_blobs,
+            uploads_removed,
         };
         if report != SweepReport::default() {
             tracing::info!(?report, "collected garbage");
         }
         Ok(report)
+    }
+
+    /// Remove expired resumable uploads and their parts, and parts no
+    /// upload names that have not changed since `old_enough` (an upload
+    /// whose parts outlived its row: a removal cut short). How many went.
+    async fn collect_uploads(&self, old_enough: SystemTime) -> Result<usize, VolumeError> {
+        let mut removed = 0;
+        for id in uploads::expired(self.db()).await? {
+            match self.remove_upload(None, &id).await {
+                Ok(_) => removed += 1,
+                Err(error) => tracing::warn!(%id, %error, "could not remove an expired upload"),
+            }
+        }
+        let known = uploads::all(self.db()).await?;
+        for (id, modified) in self.blobs.uploads_with_parts().await? {
+            if !known.contains(&id) && modified <= old_enough {
+                match self.blobs.remove_parts(&id).await {
+                    Ok(()) => removed += 1,
+                    Err(error) => tracing::warn!(%id, %error, "could not remove an upload's parts"),
+                }
+            }
+        }
+        Ok(removed)
     }
 }

@@ -52,6 +52,7 @@ mod quota;
 mod transfer;
 mod tree;
 mod types;
+pub mod uploads;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -382,6 +383,95 @@ impl Volume {
         }
         staged.write_outboard(outboard).await?;
         self.blobs.replace(digest, &mut staged).await
+    }
+
+    /// Start a resumable upload as `id` (unique, chosen by the caller);
+    /// `None` when its owner has too many unfinished ones.
+    pub async fn create_upload(
+        &self,
+        id: &str,
+        new: &uploads::NewUpload,
+    ) -> Result<Option<uploads::Upload>, VolumeError> {
+        uploads::insert(self.db(), id, new).await
+    }
+
+    /// `owner`'s unexpired, unfinished upload `id`.
+    pub async fn find_upload(
+        &self,
+        owner: Owner,
+        id: &str,
+    ) -> Result<Option<uploads::Upload>, VolumeError> {
+        uploads::get(self.db(), owner, id).await
+    }
+
+    /// Add the `staged` bytes to `owner`'s upload `id`, whose offset the
+    /// caller saw at `offset`: stored as a part of their own, then recorded
+    /// (with the upload's `length`, if it had none, and its new expiry). A
+    /// part is durable before this returns. `None` when the upload moved on
+    /// meanwhile (another request added a part) or is gone; the part
+    /// stored then goes with the upload's others.
+    pub async fn append_upload(
+        &self,
+        owner: Owner,
+        id: &str,
+        offset: u64,
+        mut staged: StagedBlob,
+        length: Option<u64>,
+        expires_ms: i64,
+    ) -> Result<Option<uploads::Upload>, VolumeError> {
+        let size = staged.len();
+        let name = if size > 0 {
+            use std::hash::BuildHasher as _;
+            let nonce = std::collections::hash_map::RandomState::new().hash_one(now_ms());
+            let name = format!("{offset:020}-{nonce:016x}");
+            self.blobs.write_part(id, &name, &mut staged).await?;
+            name
+        } else {
+            String::new()
+        };
+        uploads::record_part(
+            self.db(),
+            owner,
+            id,
+            offset,
+            size,
+            &name,
+            length,
+            expires_ms,
+        )
+        .await
+    }
+
+    /// The parts of upload `id`, in the order of the file.
+    pub async fn upload_parts(&self, id: &str) -> Result<Vec<uploads::UploadPart>, VolumeError> {
+        uploads::parts(self.db(), id).await
+    }
+
+    /// Part `part` of upload `id`, opened for reading.
+    pub async fn open_upload_part(
+        &self,
+        id: &str,
+        part: &uploads::UploadPart,
+    ) -> Result<BlobReader, VolumeError> {
+        self.blobs
+            .open_part(id, &part.name)
+            .await?
+            .ok_or_else(|| VolumeError::NotFound(format!("part {} of upload {id}", part.name)))
+    }
+
+    /// Forget upload `id` (`owner`'s, when given) and free its parts;
+    /// whether it was there.
+    pub async fn remove_upload(&self, owner: Option<Owner>, id: &str) -> Result<bool, VolumeError> {
+        let removed = uploads::delete(self.db(), owner, id).await?;
+        if removed {
+            self.blobs.remove_parts(id).await?;
+        }
+        Ok(removed)
+    }
+
+    /// Unfinished uploads that have not expired.
+    pub async fn uploads_in_progress(&self) -> Result<u64, VolumeError> {
+        uploads::in_progress(self.db()).await
     }
 
     /// Whether blob `digest` is in the blob store.

@@ -127,6 +127,8 @@ pub struct SweepReport {
     pub orphan_blobs_removed: usize,
     /// Files whose blob is missing (logged; they read as an error).
     pub files_missing_blobs: usize,
+    /// Resumable uploads expired (or parts left without an upload) and removed.
+    pub uploads_removed: usize,
 }
 
 /// Milliseconds since the Unix epoch, the timestamps of the index.

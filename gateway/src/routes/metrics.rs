@@ -100,6 +100,12 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     );
     out.sample(name, "", state.files.integrity_failures());
 
+    out.gauge(
+        "wasm_storage_uploads_in_progress",
+        "Unfinished resumable uploads (every gateway of this store).",
+        state.files.uploads_in_progress().await,
+    );
+
     let name = "wasm_storage_replacements_total";
     out.family(
         name,

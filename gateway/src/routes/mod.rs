@@ -6,4 +6,5 @@ pub(crate) mod files;
 pub(crate) mod health;
 pub(crate) mod metrics;
 pub(crate) mod share;
+pub(crate) mod uploads;
 pub(crate) mod web;

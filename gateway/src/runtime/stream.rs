@@ -28,7 +28,7 @@ impl Pace {
 
     /// By when the next bytes must have moved, for a transfer that started
     /// at `started` and has moved `moved` bytes; and why.
-    pub(super) fn deadline(&self, started: Instant, moved: u64) -> (Instant, Slowness) {
+    pub(crate) fn deadline(&self, started: Instant, moved: u64) -> (Instant, Slowness) {
         let stall = Instant::now() + self.stall;
         if self.min_rate == 0 {
             return (stall, Slowness::Silent(self.stall));
@@ -48,13 +48,13 @@ impl Pace {
 
 /// Why a body's deadline passed.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Slowness {
+pub(crate) enum Slowness {
     Silent(Duration),
     BelowRate(u64),
 }
 
 impl Slowness {
-    pub(super) fn describe(self, direction: &str) -> String {
+    pub(crate) fn describe(self, direction: &str) -> String {
         match self {
             Self::Silent(stall) => format!("the client {direction} nothing for {stall:?}"),
             Self::BelowRate(rate) => {

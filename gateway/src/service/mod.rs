@@ -17,6 +17,8 @@
 //!   passes, and taking, refreshing and releasing locks.
 //! - `properties`: WebDAV's dead properties (counted in the quota).
 //! - `shares`: share links' rows: made, resolved, revoked.
+//! - `uploads`: resumable uploads: parts kept durably until the last byte,
+//!   then the whole stored like any upload.
 
 mod locks;
 mod properties;
@@ -24,9 +26,11 @@ mod read;
 mod shares;
 mod store;
 mod tree;
+mod uploads;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use volume::{FilePath, Owner, Volume};
 
@@ -40,6 +44,7 @@ pub(crate) use read::{FileRead, ReadBody, Want};
 pub(crate) use shares::SharedFile;
 pub(crate) use store::StoreOptions;
 pub(crate) use tree::{TransferRequest, parent_key_of};
+pub(crate) use uploads::{AppendError, Appended, Checksum};
 
 /// The one way protocols reach files.
 #[derive(Debug, Clone)]
@@ -51,6 +56,8 @@ pub(crate) struct FileService {
     max_body: u64,
     /// Most body bytes an instance holds at once.
     body_window: u64,
+    /// How long an unfinished resumable upload lives without progress.
+    upload_expiry: Duration,
     /// Reads refused or cut short because stored content failed
     /// verification, since start.
     integrity_failures: Arc<AtomicU64>,
@@ -71,6 +78,7 @@ impl FileService {
         auth: Arc<Authenticator>,
         max_body: u64,
         body_window: u64,
+        upload_expiry: Duration,
     ) -> Self {
         Self {
             pool,
@@ -78,8 +86,19 @@ impl FileService {
             auth,
             max_body,
             body_window,
+            upload_expiry,
             integrity_failures: Arc::default(),
         }
+    }
+
+    /// Largest accepted upload, in bytes.
+    pub(crate) fn max_body(&self) -> u64 {
+        self.max_body
+    }
+
+    /// How long an unfinished resumable upload lives without progress.
+    pub(crate) fn upload_expiry(&self) -> Duration {
+        self.upload_expiry
     }
 
     /// Reads refused or cut short because stored content failed

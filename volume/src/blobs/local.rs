@@ -14,6 +14,9 @@ use super::staged::{Staged, StagedBlob, make_temp_file};
 use crate::error::VolumeError;
 use crate::types::Digest;
 
+/// The folder under the root that holds resumable uploads' parts.
+const UPLOADS: &str = "uploads";
+
 /// The bytes a new blob file is linked from.
 enum Source {
     Staged(PathBuf),
@@ -43,7 +46,84 @@ impl LocalBlobs {
         digest: &Digest,
         staged: &mut StagedBlob,
     ) -> Result<(), VolumeError> {
-        let target = self.path_of(digest);
+        self.write_to(self.path_of(digest), staged).await
+    }
+
+    /// Where part `name` of upload `upload` lives.
+    fn part_path(&self, upload: &str, name: &str) -> PathBuf {
+        self.root.join(UPLOADS).join(upload).join(name)
+    }
+
+    /// Store `staged` as part `name` of upload `upload`.
+    pub(crate) async fn write_part(
+        &self,
+        upload: &str,
+        name: &str,
+        staged: &mut StagedBlob,
+    ) -> Result<(), VolumeError> {
+        self.write_to(self.part_path(upload, name), staged).await
+    }
+
+    /// Part `name` of upload `upload`, opened for reading; `None` if absent.
+    pub(crate) async fn open_part(
+        &self,
+        upload: &str,
+        name: &str,
+    ) -> Result<Option<BlobReader>, VolumeError> {
+        let path = self.part_path(upload, name);
+        blocking(move || match File::open(&path) {
+            Ok(file) => {
+                let len = file
+                    .metadata()
+                    .map_err(|e| VolumeError::io("reading an upload's part", e))?
+                    .len();
+                Ok(Some(BlobReader::file(file, len, len)))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(VolumeError::io("reading an upload's part", e)),
+        })
+        .await
+    }
+
+    /// Remove every part of upload `upload`.
+    pub(crate) async fn remove_parts(&self, upload: &str) -> Result<(), VolumeError> {
+        let dir = self.root.join(UPLOADS).join(upload);
+        blocking(move || match fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(VolumeError::io("removing an upload's parts", e)),
+        })
+        .await
+    }
+
+    /// The uploads that have parts here, with when their folder last changed.
+    pub(crate) async fn uploads_with_parts(
+        &self,
+    ) -> Result<Vec<(String, SystemTime)>, VolumeError> {
+        let dir = self.root.join(UPLOADS);
+        blocking(move || {
+            let entries = match fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+                Err(e) => return Err(VolumeError::io("listing uploads", e)),
+            };
+            let mut found = Vec::new();
+            for entry in entries.flatten() {
+                let modified = entry
+                    .metadata()
+                    .and_then(|meta| meta.modified())
+                    .unwrap_or(SystemTime::UNIX_EPOCH);
+                if let Some(name) = entry.file_name().to_str() {
+                    found.push((name.to_owned(), modified));
+                }
+            }
+            Ok(found)
+        })
+        .await
+    }
+
+    /// Link `staged` into place at `target` (its folder made if need be).
+    async fn write_to(&self, target: PathBuf, staged: &mut StagedBlob) -> Result<(), VolumeError> {
         let root = self.root.clone();
         // What to link into place: the staged temp file, or, for bytes
         // staged in memory, a temp file of their own written and fsynced
@@ -73,7 +153,15 @@ impl LocalBlobs {
             if !fan_out.exists() {
                 fs::create_dir_all(fan_out)
                     .map_err(|e| VolumeError::io("creating a blob directory", e))?;
-                sync_dir(&root)?;
+                // Every new level, up to the root, made durable.
+                let mut made = fan_out.parent();
+                while let Some(dir) = made {
+                    sync_dir(dir)?;
+                    if dir == root {
+                        break;
+                    }
+                    made = dir.parent();
+                }
             }
             // A second name for the staged file: atomic, and it refuses to
             // replace a blob that is already there (the same content).

@@ -128,6 +128,49 @@ impl BlobStore {
         }
     }
 
+    /// Store `staged` as part `name` of resumable upload `upload`.
+    pub(crate) async fn write_part(
+        &self,
+        upload: &str,
+        name: &str,
+        staged: &mut StagedBlob,
+    ) -> Result<(), VolumeError> {
+        match self {
+            Self::Local(local) => local.write_part(upload, name, staged).await,
+            Self::Object(object) => object.write_part(upload, name, staged).await,
+        }
+    }
+
+    /// Part `name` of upload `upload`, opened for reading; `None` if absent.
+    pub(crate) async fn open_part(
+        &self,
+        upload: &str,
+        name: &str,
+    ) -> Result<Option<BlobReader>, VolumeError> {
+        match self {
+            Self::Local(local) => local.open_part(upload, name).await,
+            Self::Object(object) => object.open_part(upload, name).await,
+        }
+    }
+
+    /// Remove every part of upload `upload`; none there is not an error.
+    pub(crate) async fn remove_parts(&self, upload: &str) -> Result<(), VolumeError> {
+        match self {
+            Self::Local(local) => local.remove_parts(upload).await,
+            Self::Object(object) => object.remove_parts(upload).await,
+        }
+    }
+
+    /// The uploads that have parts in the store, with when they last changed.
+    pub(crate) async fn uploads_with_parts(
+        &self,
+    ) -> Result<Vec<(String, std::time::SystemTime)>, VolumeError> {
+        match self {
+            Self::Local(local) => local.uploads_with_parts().await,
+            Self::Object(object) => object.uploads_with_parts().await,
+        }
+    }
+
     /// Whether blob `digest` is there (complete: blobs appear atomically).
     pub(crate) async fn exists(&self, digest: &Digest) -> Result<bool, VolumeError> {
         match self {

@@ -22,6 +22,9 @@ use super::staged::{Staged, StagedBlob};
 use crate::error::VolumeError;
 use crate::types::Digest;
 
+/// The key segment under the prefix that holds resumable uploads' parts.
+const UPLOADS: &str = "uploads";
+
 /// Largest blob sent in a single request; larger ones go in parts of this
 /// size, so an upload holds at most one part in host memory.
 const SINGLE_PUT_MAX: usize = 8 << 20;
@@ -135,7 +138,88 @@ impl ObjectBlobs {
         digest: &Digest,
         staged: &mut StagedBlob,
     ) -> Result<(), VolumeError> {
-        self.upload(digest, staged, PutMode::Create).await
+        self.upload(&self.key(digest), staged, PutMode::Create)
+            .await
+    }
+
+    /// The key of part `name` of upload `upload`.
+    fn part_key(&self, upload: &str, name: &str) -> ObjectPath {
+        ObjectPath::from(format!("{}{UPLOADS}/{upload}/{name}", self.key_prefix()))
+    }
+
+    /// `PREFIX/`, or nothing.
+    fn key_prefix(&self) -> String {
+        if self.prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", self.prefix)
+        }
+    }
+
+    /// Store `staged` as part `name` of upload `upload`.
+    pub(crate) async fn write_part(
+        &self,
+        upload: &str,
+        name: &str,
+        staged: &mut StagedBlob,
+    ) -> Result<(), VolumeError> {
+        self.upload(&self.part_key(upload, name), staged, PutMode::Overwrite)
+            .await
+    }
+
+    /// Part `name` of upload `upload`, opened for reading; `None` if absent.
+    pub(crate) async fn open_part(
+        &self,
+        upload: &str,
+        name: &str,
+    ) -> Result<Option<BlobReader>, VolumeError> {
+        let key = self.part_key(upload, name);
+        match self.store.head(&key).await {
+            Ok(found) => Ok(Some(BlobReader::object(
+                self.store.clone(),
+                key,
+                found.size,
+                found.size,
+            ))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Remove every part of upload `upload`.
+    pub(crate) async fn remove_parts(&self, upload: &str) -> Result<(), VolumeError> {
+        let prefix = ObjectPath::from(format!("{}{UPLOADS}/{upload}", self.key_prefix()));
+        let parts: Vec<_> = self.store.list(Some(&prefix)).try_collect().await?;
+        for part in parts {
+            match self.store.delete(&part.location).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The uploads that have parts here, with when a part last changed.
+    pub(crate) async fn uploads_with_parts(
+        &self,
+    ) -> Result<Vec<(String, SystemTime)>, VolumeError> {
+        let prefix = ObjectPath::from(format!("{}{UPLOADS}", self.key_prefix()));
+        let parts: Vec<_> = self.store.list(Some(&prefix)).try_collect().await?;
+        let mut found: std::collections::HashMap<String, SystemTime> = Default::default();
+        for part in parts {
+            let mut segments = part.location.parts().map(|s| s.as_ref().to_owned());
+            let Some(upload) = segments
+                .by_ref()
+                .skip_while(|segment| segment != UPLOADS)
+                .nth(1)
+            else {
+                continue;
+            };
+            let modified = SystemTime::from(part.last_modified);
+            let latest = found.entry(upload).or_insert(modified);
+            *latest = (*latest).max(modified);
+        }
+        Ok(found.into_iter().collect())
     }
 
     /// `staged` as the object `digest`: in one request up to
@@ -143,11 +227,11 @@ impl ObjectBlobs {
     /// in a multipart upload, which the store makes visible only complete.
     async fn upload(
         &self,
-        digest: &Digest,
+        key: &ObjectPath,
         staged: &mut StagedBlob,
         mode: PutMode,
     ) -> Result<(), VolumeError> {
-        let key = self.key(digest);
+        let key = key.clone();
         let len = usize::try_from(staged.stored_len()).unwrap_or(usize::MAX);
         let path = match staged.staged().await? {
             Staged::Memory { bytes, .. } => {
@@ -198,7 +282,8 @@ impl ObjectBlobs {
         digest: &Digest,
         staged: &mut StagedBlob,
     ) -> Result<(), VolumeError> {
-        self.upload(digest, staged, PutMode::Overwrite).await
+        self.upload(&self.key(digest), staged, PutMode::Overwrite)
+            .await
     }
 
     pub(crate) async fn exists(&self, digest: &Digest) -> Result<bool, VolumeError> {

@@ -24,7 +24,8 @@ async fn sweep_removes_leftovers_of_a_crash(backend: &Backend) {
         SweepReport {
             temp_files_removed: 1,
             orphan_blobs_removed: 1,
-            files_missing_blobs: 0
+            files_missing_blobs: 0,
+            uploads_removed: 0,
         }
     );
     assert!(!exists(&volume, &orphan).await);

@@ -1,0 +1,330 @@
+//! Resumable uploads: a file sent in parts over time, over any number of
+//! requests, gateways and restarts, until the last byte is in.
+//!
+//! [`FileService::begin_upload`] decides what can be decided up front (the
+//! path, the size limit, what is left of the quota) and records the
+//! upload; each [`FileService::append_upload`] stages its request's bytes
+//! (checked against a checksum if the client sent one) and stores them as a
+//! durable part before it answers. When the parts reach the upload's
+//! length, the whole is sent through an instance from the parts, like any
+//! upload ([`super::UploadSession`]): hashed, verified, stored atomically
+//! at its path; then the parts go. Protocols (tus today, S3 multipart
+//! next) are adapters over this.
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use sha2::Digest as _;
+
+use volume::uploads::{NewUpload, Upload};
+use volume::{FileMeta, FilePath, now_ms};
+
+use crate::auth::Caller;
+use crate::error::AppError;
+
+use super::{FileService, LockTokens, StoreOptions};
+
+/// A checksum the client sent for a request's bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Checksum {
+    Sha1(Vec<u8>),
+    Sha256(Vec<u8>),
+}
+
+/// What became of an upload after a request's bytes.
+#[derive(Debug)]
+pub(crate) enum Appended {
+    /// Still waiting for bytes.
+    Partial(Upload),
+    /// The last byte came: the file is stored.
+    Complete(FileMeta),
+}
+
+/// Why a request's bytes were not added.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AppendError {
+    /// The upload is at another offset than the request said.
+    #[error("the upload is at byte {0}")]
+    OffsetMismatch(u64),
+    /// The bytes do not match the checksum the client sent.
+    #[error("the bytes do not match the checksum sent with them")]
+    ChecksumMismatch,
+    #[error(transparent)]
+    App(#[from] AppError),
+}
+
+impl FileService {
+    /// Start a resumable upload of `caller`'s file `path`, of `length`
+    /// bytes if known, expiring after `expiry` without progress.
+    pub(crate) async fn begin_upload(
+        &self,
+        caller: &Caller,
+        path: &FilePath,
+        length: Option<u64>,
+        options: &StoreOptions,
+        metadata: String,
+        expiry: Duration,
+    ) -> Result<Upload, AppError> {
+        // The same checks as a one-request upload of a declared length.
+        let declared = StoreOptions {
+            declared: length,
+            ..options.clone()
+        };
+        self.upload(caller, path, declared, &LockTokens::default())
+            .await?;
+        let new = NewUpload {
+            owner: caller.owner(),
+            path: path.clone(),
+            length,
+            content_type: options.content_type.clone().unwrap_or_default(),
+            create_only: options.create_only,
+            metadata,
+            expires_ms: expires_after(expiry),
+        };
+        let id = new_upload_id();
+        self.volume
+            .create_upload(&id, &new)
+            .await
+            .map_err(|error| AppError::from_volume(error, path.as_str()))?
+            .ok_or_else(|| {
+                AppError::Forbidden(format!(
+                    "you have {} unfinished uploads: finish or cancel one first",
+                    volume::uploads::MAX_UPLOADS_PER_OWNER
+                ))
+            })
+    }
+
+    /// `caller`'s unfinished upload `id`.
+    pub(crate) async fn find_upload(&self, caller: &Caller, id: &str) -> Result<Upload, AppError> {
+        self.volume
+            .find_upload(caller.owner(), id)
+            .await
+            .map_err(|error| AppError::from_volume(error, id))?
+            .ok_or_else(|| AppError::NotFound(format!("upload {id}")))
+    }
+
+    /// Add `body` at `offset` to `caller`'s upload `id` (setting its
+    /// `length` if it had none), durably; store the file if that was the
+    /// last byte.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn append_upload(
+        &self,
+        caller: &Caller,
+        id: &str,
+        offset: u64,
+        length: Option<u64>,
+        body: Body,
+        checksum: Option<Checksum>,
+        expiry: Duration,
+    ) -> Result<Appended, AppendError> {
+        let upload = self.find_upload(caller, id).await?;
+        if upload.received != offset {
+            return Err(AppendError::OffsetMismatch(upload.received));
+        }
+        let length = match (upload.length, length) {
+            (Some(known), Some(asked)) if known != asked => {
+                return Err(AppError::BadRequest(format!(
+                    "the upload's length is {known} bytes, not {asked}"
+                ))
+                .into());
+            }
+            (Some(known), _) => Some(known),
+            (None, Some(asked)) => {
+                if asked < offset || asked > self.max_body {
+                    return Err(AppError::BadRequest(format!(
+                        "a length of {asked} bytes is not possible here"
+                    ))
+                    .into());
+                }
+                Some(asked)
+            }
+            (None, None) => None,
+        };
+        let room = length.unwrap_or(self.max_body).saturating_sub(offset);
+        let staged = self.stage_part(body, room, checksum).await?;
+        let appended = self
+            .volume
+            .append_upload(
+                caller.owner(),
+                id,
+                offset,
+                staged,
+                length.filter(|_| upload.length.is_none()),
+                expires_after(expiry),
+            )
+            .await
+            .map_err(|error| AppError::from_volume(error, id))?;
+        let Some(upload) = appended else {
+            // Another request took it further (or it went) meanwhile.
+            let now = self.find_upload(caller, id).await?;
+            return Err(AppendError::OffsetMismatch(now.received));
+        };
+        if upload.length != Some(upload.received) {
+            return Ok(Appended::Partial(upload));
+        }
+        Ok(Appended::Complete(
+            self.complete_upload(caller, upload).await?,
+        ))
+    }
+
+    /// Cancel `caller`'s upload `id` and free its bytes.
+    pub(crate) async fn cancel_upload(&self, caller: &Caller, id: &str) -> Result<(), AppError> {
+        let removed = self
+            .volume
+            .remove_upload(Some(caller.owner()), id)
+            .await
+            .map_err(|error| AppError::from_volume(error, id))?;
+        if removed {
+            Ok(())
+        } else {
+            Err(AppError::NotFound(format!("upload {id}")))
+        }
+    }
+
+    /// Unfinished uploads that have not expired, on every gateway of this
+    /// store.
+    pub(crate) async fn uploads_in_progress(&self) -> u64 {
+        self.volume.uploads_in_progress().await.unwrap_or_default()
+    }
+
+    /// Read `body` (at most `room` bytes) into a staged part, at the pace
+    /// every body must keep, checking it against `checksum`.
+    async fn stage_part(
+        &self,
+        body: Body,
+        room: u64,
+        checksum: Option<Checksum>,
+    ) -> Result<volume::StagedBlob, AppendError> {
+        enum Hasher {
+            Sha1(sha1::Sha1),
+            Sha256(sha2::Sha256),
+        }
+        let mut hasher = checksum.as_ref().map(|checksum| match checksum {
+            Checksum::Sha1(_) => Hasher::Sha1(sha1::Sha1::new()),
+            Checksum::Sha256(_) => Hasher::Sha256(sha2::Sha256::new()),
+        });
+        let pace = self.pace();
+        let started = Instant::now();
+        let mut staged = self.volume.stage();
+        let mut frames = body.into_data_stream();
+        loop {
+            let (deadline, slowness) = pace.deadline(started, staged.len());
+            let frame = match tokio::time::timeout_at(deadline.into(), frames.next()).await {
+                Err(_) => return Err(AppError::RequestTimeout(slowness.describe("sent")).into()),
+                Ok(None) => break,
+                Ok(Some(Err(error))) => {
+                    return Err(AppError::BadRequest(format!(
+                        "the body could not be read: {error}"
+                    ))
+                    .into());
+                }
+                Ok(Some(Ok(frame))) => frame,
+            };
+            if staged.len() + frame.len() as u64 > room {
+                return Err(AppError::BodyTooLarge { limit: room }.into());
+            }
+            match &mut hasher {
+                Some(Hasher::Sha1(hasher)) => hasher.update(&frame),
+                Some(Hasher::Sha256(hasher)) => hasher.update(&frame),
+                None => {}
+            }
+            staged
+                .write(&frame)
+                .await
+                .map_err(|error| AppError::from_volume(error, "an upload's part"))?;
+        }
+        let matches = match (checksum, hasher) {
+            (Some(Checksum::Sha1(sent)), Some(Hasher::Sha1(hasher))) => {
+                hasher.finalize().as_slice() == sent
+            }
+            (Some(Checksum::Sha256(sent)), Some(Hasher::Sha256(hasher))) => {
+                hasher.finalize().as_slice() == sent
+            }
+            _ => true,
+        };
+        if !matches {
+            return Err(AppendError::ChecksumMismatch);
+        }
+        Ok(staged)
+    }
+
+    /// Send the finished `upload`'s parts through an instance as one
+    /// upload of its file; then forget it. A refusal that no retry can
+    /// change (the path taken for a create-only upload, the quota) ends
+    /// the upload too; anything else leaves it to be tried again.
+    async fn complete_upload(&self, caller: &Caller, upload: Upload) -> Result<FileMeta, AppError> {
+        let path = FilePath::parse(&upload.path)?;
+        let options = StoreOptions {
+            declared: upload.length,
+            content_type: Some(upload.content_type.clone()).filter(|given| !given.is_empty()),
+            create_only: upload.create_only,
+        };
+        let parts = self
+            .volume
+            .upload_parts(&upload.id)
+            .await
+            .map_err(|error| AppError::from_volume(error, &upload.id))?;
+        let volume = self.volume.clone();
+        let id = upload.id.clone();
+        let bytes = futures_util::stream::iter(parts)
+            .then(move |part| {
+                let (volume, id) = (volume.clone(), id.clone());
+                async move { volume.open_upload_part(&id, &part).await }
+            })
+            .flat_map(|opened| match opened {
+                Ok(reader) => part_bytes(reader).left_stream(),
+                Err(error) => futures_util::stream::once(async move {
+                    Err(std::io::Error::other(error.to_string()))
+                })
+                .right_stream(),
+            });
+        let stored = match self
+            .upload(caller, &path, options, &LockTokens::default())
+            .await
+        {
+            Ok(session) => session.send(Body::from_stream(bytes)).await,
+            Err(error) => Err(error),
+        };
+        let finished = match &stored {
+            Ok(_) => true,
+            Err(error) => matches!(
+                error,
+                AppError::AlreadyExists(_)
+                    | AppError::QuotaExceeded(_)
+                    | AppError::BodyTooLarge { .. }
+                    | AppError::PreconditionFailed(_)
+            ),
+        };
+        if finished && let Err(error) = self.volume.remove_upload(None, &upload.id).await {
+            // The collection removes it when it expires.
+            tracing::warn!(id = %upload.id, %error, "could not remove a finished upload");
+        }
+        stored
+    }
+}
+
+/// The bytes of one part, a chunk at a time.
+fn part_bytes(
+    reader: volume::BlobReader,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
+    futures_util::stream::try_unfold(reader, |mut reader| async move {
+        let chunk = reader
+            .read(256 << 10)
+            .await
+            .map_err(|error| std::io::Error::other(error.to_string()))?;
+        Ok((!chunk.is_empty()).then(|| (Bytes::from(chunk), reader)))
+    })
+}
+
+/// When an upload touched now expires.
+fn expires_after(expiry: Duration) -> i64 {
+    now_ms().saturating_add(i64::try_from(expiry.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A new upload's id: 128 random bits, URL-safe.
+fn new_upload_id() -> String {
+    let bytes: [u8; 16] = rand::random();
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}

@@ -1,0 +1,290 @@
+//! The `uploads` and `upload_parts` tables: resumable uploads on their way
+//! in. This module alone reads and writes them; the parts' bytes are
+//! objects in the blob store (`uploads/<id>/<name>`), which
+//! [`crate::Volume`] writes before it records them here.
+
+use crate::db::{Database, WriteTx, sql};
+use crate::error::VolumeError;
+use crate::types::{Owner, now_ms};
+
+/// Most unfinished uploads one owner may have at once: bytes in unfinished
+/// uploads count against no quota until they become a file, so their
+/// number is bounded instead (and each expires).
+pub const MAX_UPLOADS_PER_OWNER: u64 = 64;
+
+/// A resumable upload as the index knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upload {
+    pub id: String,
+    pub owner: Owner,
+    /// Where the file goes, in its owner's tree.
+    pub path: String,
+    /// The file's length; `None` until the client declares it.
+    pub length: Option<u64>,
+    /// Bytes received and recorded so far: the upload's offset.
+    pub received: u64,
+    /// The content type to store the file with; empty to sniff one.
+    pub content_type: String,
+    /// Refuse to replace an existing file when the upload completes.
+    pub create_only: bool,
+    /// What the client sent as its upload's metadata, kept to echo back.
+    pub metadata: String,
+    pub expires_ms: i64,
+}
+
+/// An upload to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewUpload {
+    pub owner: Owner,
+    pub path: crate::FilePath,
+    pub length: Option<u64>,
+    pub content_type: String,
+    pub create_only: bool,
+    pub metadata: String,
+    pub expires_ms: i64,
+}
+
+/// One recorded part of an upload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadPart {
+    /// Where it starts in the file.
+    pub offset: u64,
+    pub size: u64,
+    /// Its object's name under `uploads/<id>/`.
+    pub name: String,
+}
+
+#[derive(sqlx::FromRow)]
+struct UploadRow {
+    id: String,
+    owner: i64,
+    path: String,
+    length: Option<i64>,
+    received: i64,
+    content_type: String,
+    create_only: i64,
+    metadata: String,
+    expires_ms: i64,
+}
+
+impl From<UploadRow> for Upload {
+    fn from(row: UploadRow) -> Self {
+        Self {
+            id: row.id,
+            owner: Owner::from_id(row.owner),
+            path: row.path,
+            length: row.length.and_then(|length| u64::try_from(length).ok()),
+            received: u64::try_from(row.received).unwrap_or_default(),
+            content_type: row.content_type,
+            create_only: row.create_only != 0,
+            metadata: row.metadata,
+            expires_ms: row.expires_ms,
+        }
+    }
+}
+
+const COLUMNS: &str =
+    "id, owner, path, length, received, content_type, create_only, metadata, expires_ms";
+
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// Record `new` as upload `id`, unless its owner has
+/// [`MAX_UPLOADS_PER_OWNER`] unfinished ones already (`None`).
+pub(crate) async fn insert(
+    db: &Database,
+    id: &str,
+    new: &NewUpload,
+) -> Result<Option<Upload>, VolumeError> {
+    let now = now_ms();
+    db.write(async |tx: &mut WriteTx| {
+        db.lock_tree(tx, new.owner.id()).await?;
+        let (unfinished,): (i64,) =
+            sql::query_as("SELECT COUNT(*) FROM uploads WHERE owner = $1 AND expires_ms > $2")
+                .bind(new.owner.id())
+                .bind(now)
+                .fetch_one(&mut **tx)
+                .await?;
+        if u64::try_from(unfinished).unwrap_or_default() >= MAX_UPLOADS_PER_OWNER {
+            return Ok(None);
+        }
+        sql::query(
+            "INSERT INTO uploads (id, owner, path, length, received, content_type, \
+             create_only, metadata, created_ms, expires_ms) \
+             VALUES ($1, $2, $3, $4, 0, $5, $6, $7, $8, $9)",
+        )
+        .bind(id)
+        .bind(new.owner.id())
+        .bind(new.path.as_str())
+        .bind(new.length.map(to_i64))
+        .bind(&new.content_type)
+        .bind(i64::from(new.create_only))
+        .bind(&new.metadata)
+        .bind(now)
+        .bind(new.expires_ms)
+        .execute(&mut **tx)
+        .await?;
+        Ok(Some(Upload {
+            id: id.to_owned(),
+            owner: new.owner,
+            path: new.path.as_str().to_owned(),
+            length: new.length,
+            received: 0,
+            content_type: new.content_type.clone(),
+            create_only: new.create_only,
+            metadata: new.metadata.clone(),
+            expires_ms: new.expires_ms,
+        }))
+    })
+    .await
+}
+
+/// `owner`'s unexpired upload `id`.
+pub(crate) async fn get(
+    db: &Database,
+    owner: Owner,
+    id: &str,
+) -> Result<Option<Upload>, VolumeError> {
+    let row: Option<UploadRow> = sql::query_as(&format!(
+        "SELECT {COLUMNS} FROM uploads WHERE id = $1 AND owner = $2 AND expires_ms > $3"
+    ))
+    .bind(id)
+    .bind(owner.id())
+    .bind(now_ms())
+    .fetch_optional(db.pool())
+    .await?;
+    Ok(row.map(Upload::from))
+}
+
+/// Record a part of `size` bytes stored as `name` at the upload's offset,
+/// if that offset is still `offset` (no other request took the upload
+/// further meanwhile) and the upload has not expired; its length is set to
+/// `length` if it had none, and its expiry moved to `expires_ms`. `None`
+/// when the upload moved on or is gone.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn record_part(
+    db: &Database,
+    owner: Owner,
+    id: &str,
+    offset: u64,
+    size: u64,
+    name: &str,
+    length: Option<u64>,
+    expires_ms: i64,
+) -> Result<Option<Upload>, VolumeError> {
+    let now = now_ms();
+    db.write(async |tx: &mut WriteTx| {
+        let moved = sql::query(
+            "UPDATE uploads SET received = received + $1, expires_ms = $2, \
+             length = COALESCE(length, $3) \
+             WHERE id = $4 AND owner = $5 AND received = $6 AND expires_ms > $7",
+        )
+        .bind(to_i64(size))
+        .bind(expires_ms)
+        .bind(length.map(to_i64))
+        .bind(id)
+        .bind(owner.id())
+        .bind(to_i64(offset))
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+        if moved.rows_affected() != 1 {
+            return Ok(None);
+        }
+        if size > 0 {
+            sql::query(
+                "INSERT INTO upload_parts (upload_id, offset_at, size, name) VALUES ($1, $2, $3, $4)",
+            )
+            .bind(id)
+            .bind(to_i64(offset))
+            .bind(to_i64(size))
+            .bind(name)
+            .execute(&mut **tx)
+            .await?;
+        }
+        let row: UploadRow =
+            sql::query_as(&format!("SELECT {COLUMNS} FROM uploads WHERE id = $1"))
+                .bind(id)
+                .fetch_one(&mut **tx)
+                .await?;
+        Ok(Some(Upload::from(row)))
+    })
+    .await
+}
+
+/// The parts of upload `id`, in the order of the file.
+pub(crate) async fn parts(db: &Database, id: &str) -> Result<Vec<UploadPart>, VolumeError> {
+    let rows: Vec<(i64, i64, String)> = sql::query_as(
+        "SELECT offset_at, size, name FROM upload_parts WHERE upload_id = $1 ORDER BY offset_at",
+    )
+    .bind(id)
+    .fetch_all(db.pool())
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(offset, size, name)| UploadPart {
+            offset: u64::try_from(offset).unwrap_or_default(),
+            size: u64::try_from(size).unwrap_or_default(),
+            name,
+        })
+        .collect())
+}
+
+/// Forget upload `id` (of `owner`, when given) and its parts; whether it
+/// was there.
+pub(crate) async fn delete(
+    db: &Database,
+    owner: Option<Owner>,
+    id: &str,
+) -> Result<bool, VolumeError> {
+    db.write(async |tx: &mut WriteTx| {
+        let gone = match owner {
+            Some(owner) => {
+                sql::query("DELETE FROM uploads WHERE id = $1 AND owner = $2")
+                    .bind(id)
+                    .bind(owner.id())
+                    .execute(&mut **tx)
+                    .await?
+            }
+            None => {
+                sql::query("DELETE FROM uploads WHERE id = $1")
+                    .bind(id)
+                    .execute(&mut **tx)
+                    .await?
+            }
+        };
+        sql::query("DELETE FROM upload_parts WHERE upload_id = $1")
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+        Ok(gone.rows_affected() == 1)
+    })
+    .await
+}
+
+/// Uploads that expired.
+pub(crate) async fn expired(db: &Database) -> Result<Vec<String>, VolumeError> {
+    let rows: Vec<(String,)> = sql::query_as("SELECT id FROM uploads WHERE expires_ms <= $1")
+        .bind(now_ms())
+        .fetch_all(db.pool())
+        .await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
+/// Every upload the index knows, expired or not.
+pub(crate) async fn all(db: &Database) -> Result<std::collections::HashSet<String>, VolumeError> {
+    let rows: Vec<(String,)> = sql::query_as("SELECT id FROM uploads")
+        .fetch_all(db.pool())
+        .await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
+/// Unfinished, unexpired uploads.
+pub(crate) async fn in_progress(db: &Database) -> Result<u64, VolumeError> {
+    let (count,): (i64,) = sql::query_as("SELECT COUNT(*) FROM uploads WHERE expires_ms > $1")
+        .bind(now_ms())
+        .fetch_one(db.pool())
+        .await?;
+    Ok(u64::try_from(count).unwrap_or_default())
+}
