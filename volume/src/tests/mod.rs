@@ -14,6 +14,7 @@ mod dav;
 mod estimator_samples;
 mod files;
 mod owners;
+mod uploads;
 
 use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Stdio};
