@@ -7,6 +7,9 @@
 //! recording proxy); text previews, share links with an expiry, rename,
 //! drag-to-folder moves, sorting, several files ticked and deleted, and a
 //! large download with progress.
+//! Resumable uploads (tus, issue 23): a 200 MB upload through the page
+//! survives a gateway restart, and a reload mid-upload offers to resume it;
+//! the recording proxy counts the bytes each PATCH passed on.
 //!
 //! Needs Debian's `chromium`, `chromium-driver` and `ffmpeg`
 //! (`scripts/install-test-deps.sh` installs them).
@@ -17,6 +20,7 @@ mod common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,6 +29,7 @@ use common::{TestServer, random_bytes, sha256_hex};
 use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
 use fantoccini::{Client, Locator};
 use gateway::recycler::Mode;
+use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::client::legacy::Client as LegacyClient;
@@ -425,6 +430,14 @@ struct Seen {
     method: String,
     path: String,
     range: Option<String>,
+    /// The request's `Upload-Offset` (tus).
+    offset: Option<u64>,
+    /// The request's `Content-Length`: the bytes the browser meant to send.
+    length: Option<u64>,
+    /// The body's bytes passed on to the gateway (all of them when it
+    /// answered, fewer when it could not be reached or dropped the request).
+    forwarded: u64,
+    /// 0: the gateway could not be reached (or dropped the connection).
     status: u16,
 }
 
@@ -447,7 +460,7 @@ impl RecordingProxy {
             .unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let client: LegacyClient<HttpConnector, Incoming> =
+        let client: LegacyClient<HttpConnector, ProxyBody> =
             LegacyClient::builder(TokioExecutor::new()).build_http();
         let log = Arc::clone(&seen);
         let task = tokio::spawn(async move {
@@ -483,32 +496,56 @@ impl Drop for RecordingProxy {
 
 /// Pass `request` on to `upstream` as it came (its `Host` too, so the
 /// gateway sees the address the browser used), and note it with the status.
+/// A request body on its way through the proxy, counted as it goes.
+type ProxyBody = http_body_util::combinators::BoxBody<bytes::Bytes, hyper::Error>;
+
 async fn forward(
-    client: LegacyClient<HttpConnector, Incoming>,
+    client: LegacyClient<HttpConnector, ProxyBody>,
     log: Arc<Mutex<Vec<Seen>>>,
     upstream: SocketAddr,
-    mut request: hyper::Request<Incoming>,
+    request: hyper::Request<Incoming>,
 ) -> Result<hyper::Response<Incoming>, hyper_util::client::legacy::Error> {
     let method = request.method().to_string();
     let path = request.uri().path().to_owned();
-    let range = request
-        .headers()
-        .get(hyper::header::RANGE)
-        .and_then(|value| value.to_str().ok())
-        .map(str::to_owned);
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+    };
+    let range = header("range");
+    let offset = header("upload-offset").and_then(|value| value.parse().ok());
+    let length = header("content-length").and_then(|value| value.parse().ok());
     let target = format!(
         "http://{upstream}{}",
         request.uri().path_and_query().map_or("/", |pq| pq.as_str())
     );
+    let forwarded = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&forwarded);
+    let mut request = request.map(|body| {
+        body.map_frame(move |frame| {
+            if let Some(data) = frame.data_ref() {
+                counter.fetch_add(data.len() as u64, Ordering::Relaxed);
+            }
+            frame
+        })
+        .boxed()
+    });
     *request.uri_mut() = target.parse().unwrap();
-    let response = client.request(request).await?;
+    let response = client.request(request).await;
     log.lock().unwrap().push(Seen {
         method,
         path,
         range,
-        status: response.status().as_u16(),
+        offset,
+        length,
+        forwarded: forwarded.load(Ordering::Relaxed),
+        status: response
+            .as_ref()
+            .map_or(0, |response| response.status().as_u16()),
     });
-    Ok(response)
+    response
 }
 
 /// Debian's `ffmpeg` from PATH. Without it the video test fails (it does
@@ -1321,4 +1358,402 @@ async fn sorts_selects_deletes_and_downloads_with_progress_in_chromium() {
 
     browser.close().await.unwrap();
     server.stop().await;
+}
+
+/// The page's tus chunk size (`TUS_CHUNK` in index.html).
+const TUS_CHUNK: u64 = 8 * 1024 * 1024;
+
+/// Wait until `ready` holds, polling, or fail after `seconds`.
+async fn eventually_within<F, Fut>(seconds: u64, what: &str, mut ready: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let give_up = Instant::now() + Duration::from_secs(seconds);
+    while !ready().await {
+        assert!(Instant::now() < give_up, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A file of `len` random bytes at `path`, written a MiB at a time; its
+/// SHA-256.
+fn random_file(path: &Path, len: u64) -> String {
+    use sha2::Digest as _;
+    use std::io::Write as _;
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut hasher = sha2::Sha256::new();
+    let mut left = len;
+    while left > 0 {
+        let block = random_bytes(usize::try_from(left.min(1 << 20)).unwrap());
+        hasher.update(&block);
+        file.write_all(&block).unwrap();
+        left -= block.len() as u64;
+    }
+    file.into_inner().unwrap().sync_all().unwrap();
+    hex::encode(hasher.finalize())
+}
+
+/// The tus requests the proxy passed on: (POSTs creating an upload, the
+/// PATCHes as seen).
+fn tus_traffic(seen: &[Seen]) -> (usize, Vec<Seen>) {
+    let posts = seen
+        .iter()
+        .filter(|s| s.method == "POST" && s.path == "/uploads/")
+        .count();
+    let patches = seen
+        .iter()
+        .filter(|s| s.method == "PATCH" && s.path.starts_with("/uploads/"))
+        .cloned()
+        .collect();
+    (posts, patches)
+}
+
+/// The PATCHes the gateway accepted (204) carried each byte of the file
+/// exactly once, in order: offsets contiguous from 0 to `size`. Returns
+/// the bytes re-sent: what all PATCHes passed on to the gateway beyond the
+/// file's size (the part of a cut PATCH that reached it).
+fn assert_each_byte_stored_once(patches: &[Seen], size: u64) -> u64 {
+    let mut next = 0;
+    for patch in patches.iter().filter(|p| p.status == 204) {
+        assert_eq!(
+            patch.offset,
+            Some(next),
+            "an accepted PATCH starts where the last one ended: {patches:?}"
+        );
+        let length = patch.length.unwrap();
+        assert!(length <= TUS_CHUNK, "chunks of at most 8 MiB: {patch:?}");
+        next += length;
+    }
+    assert_eq!(next, size, "the accepted PATCHes add up to the file");
+    let sent: u64 = patches.iter().map(|p| p.forwarded).sum();
+    sent - size
+}
+
+/// The SHA-256 of `GET /files/{path}` (with `token` if given).
+async fn stored_sha256(server: &TestServer, token: Option<&str>, path: &str) -> String {
+    let mut request = server.client.get(server.url(&format!("/files/{path}")));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), reqwest::StatusCode::OK, "GET {path}");
+    sha256_hex(&response.bytes().await.unwrap())
+}
+
+/// The `data-state` of the page's tus upload line for `path`, if shown.
+async fn tus_state(browser: &Client, path: &str) -> Option<String> {
+    let state = eval(
+        browser,
+        &format!(
+            "const line = [...document.querySelectorAll('#uploads li.tus')].find((li) => li.dataset.path === {});
+             return line ? line.dataset.state || '' : null",
+            json!(path)
+        ),
+    )
+    .await;
+    state.as_str().map(str::to_owned)
+}
+
+/// Issue 23: a 200 MB file uploaded through the page goes with tus in
+/// 8 MiB chunks; the gateway is stopped in the middle and a new one started
+/// on the same data directory and port; the page retries by itself, asks
+/// the new gateway for its offset and goes on from there (one POST, and
+/// the accepted PATCHes carry each byte once, the first after the restart
+/// starting where the old gateway stopped); the stored file has the
+/// file's SHA-256.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_200_mb_upload_through_the_page_survives_a_gateway_restart_in_chromium() {
+    const SIZE: u64 = 200_000_000;
+    let scratch = tempfile::tempdir().unwrap();
+    let data = scratch.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let big = scratch.path().join("film.bin");
+    let digest = random_file(&big, SIZE);
+
+    let server = TestServer::start_in(&data, |_| {}).await;
+    let addr = server.addr;
+    let proxy = RecordingProxy::start(addr).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser(&scratch.path().join("profile"), None).await;
+    browser.goto(&proxy.url("/")).await.unwrap();
+    eventually("the page", || shown(&browser, "files-title")).await;
+
+    let started = Instant::now();
+    let input = browser.find(Locator::Id("file-input")).await.unwrap();
+    input.send_keys(big.to_str().unwrap()).await.unwrap();
+    // Pause and Resume buttons on the upload's line, its progress with
+    // speed and time left.
+    eventually("the upload's line", || async {
+        tus_state(&browser, "film.bin").await.is_some()
+    })
+    .await;
+    assert!(present(&browser, "#uploads li.tus button.tus-pause").await);
+    assert!(present(&browser, "#uploads li.tus button.tus-resume").await);
+    // Stop the gateway once about 40 % is stored.
+    let accepted = |seen: &[Seen]| {
+        tus_traffic(seen)
+            .1
+            .iter()
+            .filter(|p| p.status == 204)
+            .count()
+    };
+    eventually_within(180, "10 chunks stored", || async {
+        accepted(&proxy.seen()) >= 10
+    })
+    .await;
+    let stats = browser
+        .find(Locator::Css("#uploads li.tus .tus-stats"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        stats.contains(" of ") && stats.contains("/s") && stats.contains("left"),
+        "progress with speed and time left: {stats:?}"
+    );
+    let stop_at = Instant::now();
+    server.stop().await;
+    let before = proxy.seen();
+    let stored_before: u64 = tus_traffic(&before)
+        .1
+        .iter()
+        .filter(|p| p.status == 204)
+        .filter_map(|p| p.length)
+        .sum();
+    assert!(
+        stored_before < SIZE,
+        "the upload was not finished when the gateway stopped"
+    );
+    // The page notices (a request fails) and says it is retrying, with
+    // backoff, while no gateway is there: give it a few seconds of that.
+    eventually("the page retrying", || async {
+        tus_state(&browser, "film.bin").await.as_deref() == Some("retrying")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let retrying = text_of(&browser, "uploads").await;
+    assert!(retrying.contains("retrying in"), "{retrying:?}");
+    let server = TestServer::start_in(&data, |config| config.listen = addr).await;
+    let restarted = stop_at.elapsed();
+
+    eventually_within(300, "the upload to complete", || async {
+        tus_state(&browser, "film.bin").await.as_deref() == Some("done")
+    })
+    .await;
+    let took = started.elapsed();
+    eventually("the file in the listing", || async {
+        present(&browser, "tr[data-path=\"film.bin\"]").await
+    })
+    .await;
+    let listed = browser
+        .find(Locator::Css("tr[data-path=\"film.bin\"]"))
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.attr("data-sha256").await.unwrap().as_deref(),
+        Some(digest.as_str())
+    );
+    assert_eq!(stored_sha256(&server, None, "film.bin").await, digest);
+
+    let seen = proxy.seen();
+    let (posts, patches) = tus_traffic(&seen);
+    assert_eq!(posts, 1, "one upload created: the page did not start over");
+    let resent = assert_each_byte_stored_once(&patches, SIZE);
+    let after: Vec<&Seen> = seen[before.len()..]
+        .iter()
+        .filter(|s| s.method == "PATCH" && s.status == 204)
+        .collect();
+    assert_eq!(
+        after.first().and_then(|p| p.offset),
+        Some(stored_before),
+        "after the restart the page went on from the old gateway's offset"
+    );
+    assert!(
+        seen[before.len()..]
+            .iter()
+            .any(|s| s.method == "HEAD" && s.path.starts_with("/uploads/") && s.status == 200),
+        "the page asked the new gateway for the offset"
+    );
+    assert!(
+        resent <= TUS_CHUNK,
+        "at most one chunk re-sent, {resent} bytes were"
+    );
+    println!(
+        "200 MB through the page: {took:?} in all; gateway stopped at {stored_before} bytes and \
+         back after {restarted:?}; {resent} bytes re-sent; {} PATCHes ({} accepted)",
+        patches.len(),
+        patches.iter().filter(|p| p.status == 204).count()
+    );
+
+    browser.close().await.unwrap();
+    server.stop().await;
+    drop(proxy);
+}
+
+/// Issue 23: a signed-in user's upload through the page (with the
+/// session's CSRF token on every tus request), the page reloaded in the
+/// middle: it offers to resume the upload it remembers, with the file's
+/// name and how far the server has it; given the same file it goes on
+/// from the server's offset and completes; then it remembers nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_mid_upload_offers_to_resume_and_completes_in_chromium() {
+    const PASSWORD: &str = "correct horse battery staple";
+    const SIZE: u64 = 160 * 1024 * 1024 + 12_345;
+    let server = TestServer::start(|_| {}).await;
+    server.add_user("alice", PASSWORD, false, None).await;
+    let token = server.create_token("alice").await;
+    put_as(&server, &token, "videos/keep.txt", b"folder".to_vec()).await;
+    let scratch = tempfile::tempdir().unwrap();
+    let big = scratch.path().join("holiday.bin");
+    let digest = random_file(&big, SIZE);
+
+    let proxy = RecordingProxy::start(server.addr).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser(&scratch.path().join("profile"), None).await;
+    browser.goto(&proxy.url("/#videos%2F")).await.unwrap();
+    sign_in(&browser, "alice", PASSWORD).await;
+    eventually("the folder", || async {
+        listed_paths(&browser)
+            .await
+            .contains(&"videos/keep.txt".to_owned())
+    })
+    .await;
+
+    let input = browser.find(Locator::Id("file-input")).await.unwrap();
+    input.send_keys(big.to_str().unwrap()).await.unwrap();
+    let accepted = |seen: &[Seen]| {
+        tus_traffic(seen)
+            .1
+            .iter()
+            .filter(|p| p.status == 204)
+            .count()
+    };
+    eventually_within(120, "a chunk stored", || async {
+        accepted(&proxy.seen()) >= 1
+    })
+    .await;
+    // Pause: nothing more is stored until Resume.
+    click(&browser, "#uploads li.tus button.tus-pause").await;
+    assert_eq!(
+        tus_state(&browser, "videos/holiday.bin").await.as_deref(),
+        Some("paused")
+    );
+    assert!(present(&browser, "#uploads li.tus button.tus-resume:not([hidden])").await);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let paused = accepted(&proxy.seen());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(accepted(&proxy.seen()), paused, "no PATCH while paused");
+    assert!((paused as u64) * TUS_CHUNK < SIZE, "paused before the end");
+    click(&browser, "#uploads li.tus button.tus-resume").await;
+    eventually_within(120, "a chunk stored after Resume", || async {
+        accepted(&proxy.seen()) > paused
+    })
+    .await;
+    // Reload: the page goes, with the PATCH in flight.
+    browser.refresh().await.unwrap();
+    let reloaded = proxy.seen().len();
+    eventually("the offer to resume", || async {
+        present(&browser, "#uploads li.offer input[type=file]").await
+    })
+    .await;
+    let offer = browser
+        .find(Locator::Css("#uploads li.offer"))
+        .await
+        .unwrap();
+    assert_eq!(
+        offer.attr("data-path").await.unwrap().as_deref(),
+        Some("videos/holiday.bin")
+    );
+    let label = offer
+        .find(Locator::Css("label"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        label.contains("holiday.bin") && label.contains('%'),
+        "the offer names the file and its progress: {label:?}"
+    );
+    let stored_before = tus_traffic(&proxy.seen()[..reloaded])
+        .1
+        .iter()
+        .filter(|p| p.status == 204)
+        .filter_map(|p| p.length)
+        .sum::<u64>();
+    assert!((2 * TUS_CHUNK..SIZE).contains(&stored_before));
+    // Another file is refused: it is not the one being resumed.
+    let other = scratch.path().join("holiday.txt");
+    std::fs::write(&other, b"not it").unwrap();
+    offer
+        .find(Locator::Css("input[type=file]"))
+        .await
+        .unwrap()
+        .send_keys(other.to_str().unwrap())
+        .await
+        .unwrap();
+    eventually("the wrong file refused", || async {
+        offer.text().await.unwrap().contains("not the same file")
+    })
+    .await;
+    offer
+        .find(Locator::Css("input[type=file]"))
+        .await
+        .unwrap()
+        .send_keys(big.to_str().unwrap())
+        .await
+        .unwrap();
+    eventually_within(120, "the upload to complete", || async {
+        tus_state(&browser, "videos/holiday.bin").await.as_deref() == Some("done")
+    })
+    .await;
+    eventually("the file in the listing", || async {
+        listed_paths(&browser)
+            .await
+            .contains(&"videos/holiday.bin".to_owned())
+    })
+    .await;
+    let (status, body) = get_as(&server, &token, "videos/holiday.bin").await;
+    assert_eq!(status, 200);
+    assert_eq!(sha256_hex(&body), digest);
+
+    let seen = proxy.seen();
+    let (posts, patches) = tus_traffic(&seen);
+    assert_eq!(posts, 1, "one upload created: the page did not start over");
+    let resent = assert_each_byte_stored_once(&patches, SIZE);
+    // At most the chunk cut by Pause and the one cut by the reload.
+    assert!(resent <= 2 * TUS_CHUNK, "{resent} bytes re-sent");
+    let first_after = seen[reloaded..]
+        .iter()
+        .find(|s| s.method == "PATCH" && s.status == 204)
+        .unwrap();
+    assert_eq!(
+        first_after.offset,
+        Some(stored_before),
+        "the resumed upload went on from the server's offset"
+    );
+    // Done: nothing is remembered, nothing offered after another reload.
+    let remembered = eval(
+        &browser,
+        "return Object.keys(localStorage).filter((key) => key.startsWith('tus::')).length",
+    )
+    .await;
+    assert_eq!(remembered, json!(0));
+    browser.refresh().await.unwrap();
+    eventually("the folder again", || async {
+        listed_paths(&browser)
+            .await
+            .contains(&"videos/holiday.bin".to_owned())
+    })
+    .await;
+    assert!(!present(&browser, "#uploads li.offer").await);
+    println!(
+        "paused after {paused} chunks, reloaded at {stored_before} bytes; {resent} bytes re-sent"
+    );
+
+    browser.close().await.unwrap();
+    server.stop().await;
+    drop(proxy);
 }
