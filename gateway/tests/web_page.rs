@@ -1684,6 +1684,8 @@ async fn a_reload_mid_upload_offers_to_resume_and_completes_in_chromium() {
         .filter_map(|p| p.length)
         .sum::<u64>();
     assert!((2 * TUS_CHUNK..SIZE).contains(&stored_before));
+    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("web-page-resume.png");
+    std::fs::write(&screenshot, browser.screenshot().await.unwrap()).unwrap();
     // Another file is refused: it is not the one being resumed.
     let other = scratch.path().join("holiday.txt");
     std::fs::write(&other, b"not it").unwrap();
@@ -1751,6 +1753,65 @@ async fn a_reload_mid_upload_offers_to_resume_and_completes_in_chromium() {
     assert!(!present(&browser, "#uploads li.offer").await);
     println!(
         "paused after {paused} chunks, reloaded at {stored_before} bytes; {resent} bytes re-sent"
+    );
+
+    browser.close().await.unwrap();
+    server.stop().await;
+    drop(proxy);
+}
+
+/// Issue 23: "Forget" on an offered upload terminates it at the gateway
+/// (tus `DELETE`, which frees its bytes) and the browser forgets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forgetting_an_offered_upload_terminates_it_in_chromium() {
+    const SIZE: u64 = 160 * 1024 * 1024;
+    let server = TestServer::start(|_| {}).await;
+    let scratch = tempfile::tempdir().unwrap();
+    let big = scratch.path().join("draft.bin");
+    random_file(&big, SIZE);
+    let proxy = RecordingProxy::start(server.addr).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser(&scratch.path().join("profile"), None).await;
+    browser.goto(&proxy.url("/")).await.unwrap();
+    eventually("the page", || shown(&browser, "files-title")).await;
+    let input = browser.find(Locator::Id("file-input")).await.unwrap();
+    input.send_keys(big.to_str().unwrap()).await.unwrap();
+    eventually_within(120, "a chunk stored", || async {
+        tus_traffic(&proxy.seen()).1.iter().any(|p| p.status == 204)
+    })
+    .await;
+    browser.refresh().await.unwrap();
+    eventually("the offer to resume", || async {
+        present(&browser, "#uploads li.offer button.danger").await
+    })
+    .await;
+    let upload = tus_traffic(&proxy.seen()).1[0].path.clone();
+    click(&browser, "#uploads li.offer button.danger").await;
+    eventually("the DELETE", || async {
+        proxy
+            .seen()
+            .iter()
+            .any(|s| s.method == "DELETE" && s.path == upload && s.status == 204)
+    })
+    .await;
+    assert!(!present(&browser, "#uploads li.offer").await);
+    let remembered = eval(
+        &browser,
+        "return Object.keys(localStorage).filter((key) => key.startsWith('tus::')).length",
+    )
+    .await;
+    assert_eq!(remembered, json!(0));
+    let head = server
+        .client
+        .head(server.url(&upload))
+        .header("Tus-Resumable", "1.0.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.status(), reqwest::StatusCode::NOT_FOUND);
+    assert_eq!(
+        server.get("draft.bin").await.status(),
+        reqwest::StatusCode::NOT_FOUND
     );
 
     browser.close().await.unwrap();
