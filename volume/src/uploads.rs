@@ -254,11 +254,16 @@ pub(crate) async fn delete(
                     .await?
             }
         };
-        sql::query("DELETE FROM upload_parts WHERE upload_id = $1")
-            .bind(id)
-            .execute(&mut **tx)
-            .await?;
-        Ok(gone.rows_affected() == 1)
+        let removed = gone.rows_affected() == 1;
+        // Only the parts of an upload this call removed: another owner's
+        // stay (and are not theirs to see).
+        if removed {
+            sql::query("DELETE FROM upload_parts WHERE upload_id = $1")
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(removed)
     })
     .await
 }

@@ -103,9 +103,15 @@ impl IntoResponse for Tus {
     }
 }
 
-/// An error of the service, with `Tus-Resumable` added.
+/// An error of the service, with `Tus-Resumable` added. Over the quota is
+/// `413` here, as tus has it for an upload too large to take (`/files/`
+/// says `507`): clients retry a 5xx, and no retry makes room.
 fn service_error(error: AppError) -> Response {
+    let over_quota = matches!(error, AppError::QuotaExceeded(_));
     let mut response = error.into_response();
+    if over_quota {
+        *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
+    }
     response
         .headers_mut()
         .insert("tus-resumable", HeaderValue::from_static(TUS_VERSION));

@@ -208,9 +208,12 @@ impl FileService {
         let pace = self.pace();
         let started = Instant::now();
         let mut staged = self.volume.stage();
+        // Frames are small; the staged file is written a chunk at a time.
+        let mut pending = Vec::with_capacity(STAGE_CHUNK);
+        let mut received = 0;
         let mut frames = body.into_data_stream();
         loop {
-            let (deadline, slowness) = pace.deadline(started, staged.len());
+            let (deadline, slowness) = pace.deadline(started, received);
             let frame = match tokio::time::timeout_at(deadline.into(), frames.next()).await {
                 Err(_) => return Err(AppError::RequestTimeout(slowness.describe("sent")).into()),
                 Ok(None) => break,
@@ -222,7 +225,8 @@ impl FileService {
                 }
                 Ok(Some(Ok(frame))) => frame,
             };
-            if staged.len() + frame.len() as u64 > room {
+            received += frame.len() as u64;
+            if received > room {
                 return Err(AppError::BodyTooLarge { limit: room }.into());
             }
             match &mut hasher {
@@ -230,11 +234,19 @@ impl FileService {
                 Some(Hasher::Sha256(hasher)) => hasher.update(&frame),
                 None => {}
             }
-            staged
-                .write(&frame)
-                .await
-                .map_err(|error| AppError::from_volume(error, "an upload's part"))?;
+            pending.extend_from_slice(&frame);
+            if pending.len() >= STAGE_CHUNK {
+                staged
+                    .write(&pending)
+                    .await
+                    .map_err(|error| AppError::from_volume(error, "an upload's part"))?;
+                pending.clear();
+            }
         }
+        staged
+            .write(&pending)
+            .await
+            .map_err(|error| AppError::from_volume(error, "an upload's part"))?;
         let matches = match (checksum, hasher) {
             (Some(Checksum::Sha1(sent)), Some(Hasher::Sha1(hasher))) => {
                 hasher.finalize().as_slice() == sent
@@ -305,13 +317,17 @@ impl FileService {
     }
 }
 
+/// Bytes staged at a time as a request's frames arrive, and read at a time
+/// from a part.
+const STAGE_CHUNK: usize = 1 << 20;
+
 /// The bytes of one part, a chunk at a time.
 fn part_bytes(
     reader: volume::BlobReader,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
     futures_util::stream::try_unfold(reader, |mut reader| async move {
         let chunk = reader
-            .read(256 << 10)
+            .read(STAGE_CHUNK)
             .await
             .map_err(|error| std::io::Error::other(error.to_string()))?;
         Ok((!chunk.is_empty()).then(|| (Bytes::from(chunk), reader)))

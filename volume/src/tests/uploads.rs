@@ -113,10 +113,13 @@ async fn an_owners_uploads_are_their_own(backend: &Backend) {
         .await
         .unwrap()
         .unwrap();
+    append(&volume, alice, "u3", 0, b"ab", None).await.unwrap();
     assert_eq!(volume.find_upload(bob, "u3").await.unwrap(), None);
     assert_eq!(append(&volume, bob, "u3", 0, b"evil", None).await, None);
     assert!(!volume.remove_upload(Some(bob), "u3").await.unwrap());
     assert!(volume.find_upload(alice, "u3").await.unwrap().is_some());
+    // Bob's attempt took none of Alice's parts with it.
+    assert_eq!(content_of(&volume, "u3").await, b"ab");
     // And their number is bounded.
     for n in 1..crate::uploads::MAX_UPLOADS_PER_OWNER {
         let id = format!("many{n}");
