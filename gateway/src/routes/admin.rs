@@ -50,6 +50,8 @@ pub(crate) struct PoolReport {
     pub(crate) budget_reserved_bytes: u64,
     /// The restart threshold in force, if any.
     pub(crate) threshold_bytes: Option<u64>,
+    /// Unfinished resumable uploads (every gateway of this store).
+    pub(crate) uploads_in_progress: u64,
     pub(crate) replacements: BTreeMap<ReplaceReason, u64>,
 }
 
@@ -66,6 +68,7 @@ async fn pool(_: Admin, State(state): State<AppState>) -> Json<PoolReport> {
         budget_used_bytes: state.pool.budget().used(),
         budget_reserved_bytes: state.pool.budget().reserved(),
         threshold_bytes: state.pool.threshold(),
+        uploads_in_progress: state.files.uploads_in_progress().await,
         replacements: state.pool.replacements(),
     })
 }
