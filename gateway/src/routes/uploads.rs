@@ -46,6 +46,20 @@ pub(crate) fn router() -> Router<AppState> {
                 .delete(terminate)
                 .options(discover),
         )
+        .route_layer(axum::middleware::from_fn(require_version))
+}
+
+/// Every request but `OPTIONS` names the protocol version it speaks.
+async fn require_version(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if request.method() != axum::http::Method::OPTIONS
+        && let Some(refused) = wrong_version(request.headers())
+    {
+        return refused;
+    }
+    next.run(request).await
 }
 
 /// An answer in tus's dialect: every one carries `Tus-Resumable`.
@@ -118,8 +132,7 @@ fn service_error(error: AppError) -> Response {
     response
 }
 
-/// Every request but `OPTIONS` names the protocol version it speaks: the
-/// refusal if it does not.
+/// The refusal of a request that does not speak tus 1.0.0.
 fn wrong_version(headers: &HeaderMap) -> Option<Response> {
     match headers.get("tus-resumable").and_then(|v| v.to_str().ok()) {
         Some(TUS_VERSION) => None,
@@ -222,9 +235,6 @@ async fn create(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if let Some(refused) = wrong_version(&headers) {
-        return refused;
-    }
     let created = async {
         let length = number(&headers, "upload-length")?;
         let deferred = headers
@@ -302,15 +312,7 @@ async fn create(
 }
 
 /// `HEAD /uploads/{id}`: where the upload is.
-async fn status(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-) -> Response {
-    if let Some(refused) = wrong_version(&headers) {
-        return refused;
-    }
+async fn status(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Response {
     match state.files.find_upload(&caller, &id).await {
         Ok(upload) => Tus::new(StatusCode::OK)
             .upload(&upload)
@@ -328,9 +330,6 @@ async fn append(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if let Some(refused) = wrong_version(&headers) {
-        return refused;
-    }
     if !is_offset_stream(&headers) {
         return Tus::error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -420,11 +419,7 @@ async fn terminate(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> Response {
-    if let Some(refused) = wrong_version(&headers) {
-        return refused;
-    }
     match state.files.cancel_upload(&caller, &id).await {
         Ok(()) => Tus::new(StatusCode::NO_CONTENT).into_response(),
         Err(error) => service_error(error),
