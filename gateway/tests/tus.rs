@@ -1142,6 +1142,70 @@ async fn create_only_refuses_an_existing_path_at_the_last_patch() {
     server.stop().await;
 }
 
+/// The end of an upload that cannot be stored now (its path locked over
+/// WebDAV: 423) takes the upload back to where its last request began, so
+/// a client that asks where it stands sends those bytes again rather than
+/// taking an upload at its full length for a stored file; once the lock
+/// is gone they store it. An empty file is stored at its creation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_end_that_cannot_be_stored_now_is_sent_again_and_an_empty_file_needs_no_patch() {
+    let server = TestServer::start(|_| {}).await;
+    let tus = Tus::new(server.addr);
+    let content = random_bytes(MIB);
+    assert_eq!(
+        server
+            .put("kept/locked.bin", b"old".to_vec())
+            .await
+            .status(),
+        StatusCode::CREATED
+    );
+    let url = tus
+        .created(Some(content.len()), &[("path", "kept/locked.bin")])
+        .await;
+    tus.send(&url, 0, &content[..MIB / 2]).await;
+    let lock = server
+        .client
+        .request(
+            Method::from_bytes(b"LOCK").unwrap(),
+            server.url("/dav/kept/locked.bin"),
+        )
+        .body("<?xml version=\"1.0\"?><lockinfo xmlns=\"DAV:\"><lockscope><exclusive/></lockscope><locktype><write/></locktype><owner>me</owner></lockinfo>")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lock.status(), StatusCode::OK);
+    let token = lock.headers()["lock-token"].to_str().unwrap().to_owned();
+
+    let refused = tus
+        .patch(&url, MIB / 2, &content[MIB / 2..])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::LOCKED);
+    assert_eq!(tus.offset(&url).await, MIB / 2);
+    tus.assert_stored("kept/locked.bin", b"old").await;
+
+    let unlock = server
+        .client
+        .request(
+            Method::from_bytes(b"UNLOCK").unwrap(),
+            server.url("/dav/kept/locked.bin"),
+        )
+        .header("lock-token", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unlock.status(), StatusCode::NO_CONTENT);
+    tus.send(&url, MIB / 2, &content[MIB / 2..]).await;
+    tus.assert_stored("kept/locked.bin", &content).await;
+    assert_eq!(tus.head(&url).await.status(), StatusCode::NOT_FOUND);
+
+    let empty = tus.created(Some(0), &[("path", "empty.bin")]).await;
+    tus.assert_stored("empty.bin", b"").await;
+    assert_eq!(tus.head(&empty).await.status(), StatusCode::NOT_FOUND);
+    server.stop().await;
+}
+
 /// Uploads belong to their user: another one gets 404 on HEAD, PATCH and
 /// DELETE, and those change nothing of it; no credentials get 401 once
 /// users exist.

@@ -442,6 +442,17 @@ impl Volume {
         .await
     }
 
+    /// Take `owner`'s upload `id` back to `offset`: the parts from there on
+    /// are forgotten (their objects go with the upload's others).
+    pub async fn rewind_upload(
+        &self,
+        owner: Owner,
+        id: &str,
+        offset: u64,
+    ) -> Result<(), VolumeError> {
+        uploads::rewind(self.db(), owner, id, offset).await
+    }
+
     /// The parts of upload `id`, in the order of the file.
     pub async fn upload_parts(&self, id: &str) -> Result<Vec<uploads::UploadPart>, VolumeError> {
         uploads::parts(self.db(), id).await

@@ -213,6 +213,35 @@ pub(crate) async fn record_part(
     .await
 }
 
+/// Take `owner`'s upload `id` back to `offset`, forgetting its parts
+/// from there on.
+pub(crate) async fn rewind(
+    db: &Database,
+    owner: Owner,
+    id: &str,
+    offset: u64,
+) -> Result<(), VolumeError> {
+    db.write(async |tx: &mut WriteTx| {
+        let rewound = sql::query(
+            "UPDATE uploads SET received = $1 WHERE id = $2 AND owner = $3 AND received > $1",
+        )
+        .bind(to_i64(offset))
+        .bind(id)
+        .bind(owner.id())
+        .execute(&mut **tx)
+        .await?;
+        if rewound.rows_affected() == 1 {
+            sql::query("DELETE FROM upload_parts WHERE upload_id = $1 AND offset_at >= $2")
+                .bind(id)
+                .bind(to_i64(offset))
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    })
+    .await
+}
+
 /// The parts of upload `id`, in the order of the file.
 pub(crate) async fn parts(db: &Database, id: &str) -> Result<Vec<UploadPart>, VolumeError> {
     let rows: Vec<(i64, i64, String)> = sql::query_as(

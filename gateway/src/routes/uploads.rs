@@ -286,7 +286,9 @@ async fn create(
         && headers
             .get(header::CONTENT_LENGTH)
             .is_none_or(|length| length.as_bytes() != b"0");
-    if !has_body {
+    // An empty file is complete as soon as it is declared.
+    let empty = upload.length == Some(0);
+    if !has_body && !empty {
         return Tus::new(StatusCode::CREATED)
             .header("location", &location)
             .upload(&upload)

@@ -165,7 +165,7 @@ impl FileService {
             return Ok(Appended::Partial(upload));
         }
         Ok(Appended::Complete(
-            self.complete_upload(caller, upload).await?,
+            self.complete_upload(caller, upload, offset).await?,
         ))
     }
 
@@ -265,8 +265,17 @@ impl FileService {
     /// Send the finished `upload`'s parts through an instance as one
     /// upload of its file; then forget it. A refusal that no retry can
     /// change (the path taken for a create-only upload, the quota) ends
-    /// the upload too; anything else leaves it to be tried again.
-    async fn complete_upload(&self, caller: &Caller, upload: Upload) -> Result<FileMeta, AppError> {
+    /// the upload too. Anything else (no memory or instance free now, a
+    /// lock) takes the upload back to `rewind_to`, where the request that
+    /// brought its last bytes began: a client that asks where it stands
+    /// then sends them again, and the file is stored then, rather than
+    /// the client taking an upload at its full length for a stored file.
+    async fn complete_upload(
+        &self,
+        caller: &Caller,
+        upload: Upload,
+        rewind_to: u64,
+    ) -> Result<FileMeta, AppError> {
         let path = FilePath::parse(&upload.path)?;
         let options = StoreOptions {
             declared: upload.length,
@@ -309,9 +318,17 @@ impl FileService {
                     | AppError::PreconditionFailed(_)
             ),
         };
-        if finished && let Err(error) = self.volume.remove_upload(None, &upload.id).await {
-            // The collection removes it when it expires.
-            tracing::warn!(id = %upload.id, %error, "could not remove a finished upload");
+        if finished {
+            if let Err(error) = self.volume.remove_upload(None, &upload.id).await {
+                // The collection removes it when it expires.
+                tracing::warn!(id = %upload.id, %error, "could not remove a finished upload");
+            }
+        } else if let Err(error) = self
+            .volume
+            .rewind_upload(upload.owner, &upload.id, rewind_to)
+            .await
+        {
+            tracing::warn!(id = %upload.id, %error, "could not take an upload back to retry its end");
         }
         stored
     }
