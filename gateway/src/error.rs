@@ -87,7 +87,7 @@ struct ErrorBody<'a> {
 }
 
 impl AppError {
-    fn status_and_code(&self) -> (StatusCode, &'static str) {
+    pub(crate) fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             Self::BadPath(_) => (StatusCode::BAD_REQUEST, "bad_path"),
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),

@@ -1116,7 +1116,17 @@ async fn create_only_refuses_an_existing_path_at_the_last_patch() {
         StatusCode::CREATED
     );
     let content = random_bytes(MIB);
-    for (path, stores) in [("exists.bin", false), ("fresh.bin", true)] {
+    // A path taken already is refused at creation, before a byte is sent.
+    let refused = tus
+        .create(Some(content.len()), &[("path", "exists.bin")])
+        .header(header::IF_NONE_MATCH, "*")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::PRECONDITION_FAILED);
+    tus.assert_stored("exists.bin", &old).await;
+    // One taken while the upload is under way, at its last PATCH.
+    for (path, taken_meanwhile) in [("late.bin", true), ("fresh.bin", false)] {
         let created = tus
             .create(Some(content.len()), &[("path", path)])
             .header(header::IF_NONE_MATCH, "*")
@@ -1126,25 +1136,33 @@ async fn create_only_refuses_an_existing_path_at_the_last_patch() {
         assert_eq!(created.status(), StatusCode::CREATED, "{path}");
         let url = tus.location(&created);
         tus.send(&url, 0, &content[..MIB / 2]).await;
+        if taken_meanwhile {
+            assert_eq!(
+                server.put(path, old.clone()).await.status(),
+                StatusCode::CREATED
+            );
+        }
         let last = tus
             .patch(&url, MIB / 2, &content[MIB / 2..])
             .send()
             .await
             .unwrap();
-        if stores {
-            assert_eq!(last.status(), StatusCode::NO_CONTENT, "{path}");
-            tus.assert_stored(path, &content).await;
-        } else {
+        if taken_meanwhile {
             assert_eq!(last.status(), StatusCode::PRECONDITION_FAILED, "{path}");
             tus.assert_stored(path, &old).await;
+            // A refusal no retry can change ends the upload.
+            assert_eq!(tus.head(&url).await.status(), StatusCode::NOT_FOUND);
+        } else {
+            assert_eq!(last.status(), StatusCode::NO_CONTENT, "{path}");
+            tus.assert_stored(path, &content).await;
         }
     }
     server.stop().await;
 }
 
 /// The end of an upload that cannot be stored now (its path locked over
-/// WebDAV: 423) takes the upload back to where its last request began, so
-/// a client that asks where it stands sends those bytes again rather than
+/// WebDAV: 423) leaves the upload where its last request began, so a
+/// client that asks where it stands sends those bytes again rather than
 /// taking an upload at its full length for a stored file; once the lock
 /// is gone they store it. An empty file is stored at its creation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1298,6 +1316,24 @@ async fn a_declared_length_over_the_quota_is_refused_at_creation() {
         .await;
     alice.send(&url, 0, &content).await;
     alice.assert_stored("fits.bin", &content).await;
+
+    // Unfinished uploads of no declared length count too: 3.5 MiB are
+    // stored, so two deferred uploads may bring 0.5 MiB between them.
+    let first = alice.created(None, &[("path", "first.bin")]).await;
+    let second = alice.created(None, &[("path", "second.bin")]).await;
+    alice.send(&first, 0, &random_bytes(MIB / 4)).await;
+    let over = alice
+        .patch(&second, 0, &random_bytes(MIB / 4 + KIB))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        over.status(),
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "unfinished uploads over what is left"
+    );
+    assert_eq!(alice.offset(&second).await, 0);
+    alice.send(&second, 0, &random_bytes(MIB / 4)).await;
     server.stop().await;
 }
 

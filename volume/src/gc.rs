@@ -185,8 +185,12 @@ impl Volume {
     async fn collect_uploads(&self, old_enough: SystemTime) -> Result<usize, VolumeError> {
         let mut removed = 0;
         for id in uploads::expired(self.db()).await? {
-            match self.remove_upload(None, &id).await {
-                Ok(_) => removed += 1,
+            let gone = match uploads::delete(self.db(), None, &id, true).await {
+                Ok(true) => self.blobs.remove_parts(&id).await.map(|()| true),
+                other => other,
+            };
+            match gone {
+                Ok(gone) => removed += usize::from(gone),
                 Err(error) => tracing::warn!(%id, %error, "could not remove an expired upload"),
             }
         }

@@ -404,21 +404,17 @@ impl Volume {
         uploads::get(self.db(), owner, id).await
     }
 
-    /// Add the `staged` bytes to `owner`'s upload `id`, whose offset the
-    /// caller saw at `offset`: stored as a part of their own, then recorded
-    /// (with the upload's `length`, if it had none, and its new expiry). A
-    /// part is durable before this returns. `None` when the upload moved on
-    /// meanwhile (another request added a part) or is gone; the part
-    /// stored then goes with the upload's others.
-    pub async fn append_upload(
+    /// Store the `staged` bytes as a part of upload `id` starting at
+    /// `offset`, durably, without recording it: what [`Volume::append_upload`]
+    /// records, or what the request that ends an upload sends through an
+    /// instance with the recorded parts (so that, until the file is stored,
+    /// the upload stands where that request began).
+    pub async fn store_upload_part(
         &self,
-        owner: Owner,
         id: &str,
         offset: u64,
         mut staged: StagedBlob,
-        length: Option<u64>,
-        expires_ms: i64,
-    ) -> Result<Option<uploads::Upload>, VolumeError> {
+    ) -> Result<uploads::UploadPart, VolumeError> {
         let size = staged.len();
         let name = if size > 0 {
             use std::hash::BuildHasher as _;
@@ -429,28 +425,50 @@ impl Volume {
         } else {
             String::new()
         };
-        uploads::record_part(
-            self.db(),
-            owner,
-            id,
-            offset,
-            size,
-            &name,
-            length,
-            expires_ms,
-        )
-        .await
+        Ok(uploads::UploadPart { offset, size, name })
     }
 
-    /// Take `owner`'s upload `id` back to `offset`: the parts from there on
-    /// are forgotten (their objects go with the upload's others).
-    pub async fn rewind_upload(
+    /// Add the `staged` bytes to `owner`'s upload `id`, whose offset the
+    /// caller saw at `offset`: stored as a part of their own, then recorded
+    /// (with the upload's `length`, if it had none, and its new expiry). A
+    /// part is durable before this returns. `None` when the upload moved on
+    /// meanwhile (another request added a part) or is gone; the part is
+    /// removed again then.
+    pub async fn append_upload(
         &self,
         owner: Owner,
         id: &str,
         offset: u64,
-    ) -> Result<(), VolumeError> {
-        uploads::rewind(self.db(), owner, id, offset).await
+        staged: StagedBlob,
+        length: Option<u64>,
+        expires_ms: i64,
+    ) -> Result<Option<uploads::Upload>, VolumeError> {
+        let part = self.store_upload_part(id, offset, staged).await?;
+        let recorded = uploads::record_part(
+            self.db(),
+            owner,
+            id,
+            offset,
+            part.size,
+            &part.name,
+            length,
+            expires_ms,
+        )
+        .await?;
+        if recorded.is_none() && part.size > 0 {
+            self.blobs.remove_part(id, &part.name).await?;
+        }
+        Ok(recorded)
+    }
+
+    /// Bytes in `owner`'s unfinished uploads other than `except`: bytes
+    /// kept for them that no quota counts yet.
+    pub async fn unfinished_upload_bytes(
+        &self,
+        owner: Owner,
+        except: &str,
+    ) -> Result<u64, VolumeError> {
+        uploads::unfinished_bytes(self.db(), owner, except).await
     }
 
     /// The parts of upload `id`, in the order of the file.
@@ -473,7 +491,7 @@ impl Volume {
     /// Forget upload `id` (`owner`'s, when given) and free its parts;
     /// whether it was there.
     pub async fn remove_upload(&self, owner: Option<Owner>, id: &str) -> Result<bool, VolumeError> {
-        let removed = uploads::delete(self.db(), owner, id).await?;
+        let removed = uploads::delete(self.db(), owner, id, false).await?;
         if removed {
             self.blobs.remove_parts(id).await?;
         }

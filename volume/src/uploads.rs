@@ -213,33 +213,23 @@ pub(crate) async fn record_part(
     .await
 }
 
-/// Take `owner`'s upload `id` back to `offset`, forgetting its parts
-/// from there on.
-pub(crate) async fn rewind(
+/// Bytes in `owner`'s unexpired uploads other than `except`.
+pub(crate) async fn unfinished_bytes(
     db: &Database,
     owner: Owner,
-    id: &str,
-    offset: u64,
-) -> Result<(), VolumeError> {
-    db.write(async |tx: &mut WriteTx| {
-        let rewound = sql::query(
-            "UPDATE uploads SET received = $1 WHERE id = $2 AND owner = $3 AND received > $1",
-        )
-        .bind(to_i64(offset))
-        .bind(id)
-        .bind(owner.id())
-        .execute(&mut **tx)
-        .await?;
-        if rewound.rows_affected() == 1 {
-            sql::query("DELETE FROM upload_parts WHERE upload_id = $1 AND offset_at >= $2")
-                .bind(id)
-                .bind(to_i64(offset))
-                .execute(&mut **tx)
-                .await?;
-        }
-        Ok(())
-    })
-    .await
+    except: &str,
+) -> Result<u64, VolumeError> {
+    let (bytes,): (Option<i64>,) = sql::query_as(
+        "SELECT SUM(received) FROM uploads WHERE owner = $1 AND id <> $2 AND expires_ms > $3",
+    )
+    .bind(owner.id())
+    .bind(except)
+    .bind(now_ms())
+    .fetch_one(db.pool())
+    .await?;
+    Ok(bytes
+        .and_then(|bytes| u64::try_from(bytes).ok())
+        .unwrap_or_default())
 }
 
 /// The parts of upload `id`, in the order of the file.
@@ -260,25 +250,30 @@ pub(crate) async fn parts(db: &Database, id: &str) -> Result<Vec<UploadPart>, Vo
         .collect())
 }
 
-/// Forget upload `id` (of `owner`, when given) and its parts; whether it
-/// was there.
+/// Forget upload `id` (of `owner`, when given; only if it has expired,
+/// with `only_expired`: the collection's view, which another gateway's
+/// request may just have moved on) and its parts; whether it was there.
 pub(crate) async fn delete(
     db: &Database,
     owner: Option<Owner>,
     id: &str,
+    only_expired: bool,
 ) -> Result<bool, VolumeError> {
+    let expired_before = if only_expired { now_ms() } else { i64::MAX };
     db.write(async |tx: &mut WriteTx| {
         let gone = match owner {
             Some(owner) => {
-                sql::query("DELETE FROM uploads WHERE id = $1 AND owner = $2")
+                sql::query("DELETE FROM uploads WHERE id = $1 AND owner = $2 AND expires_ms <= $3")
                     .bind(id)
                     .bind(owner.id())
+                    .bind(expired_before)
                     .execute(&mut **tx)
                     .await?
             }
             None => {
-                sql::query("DELETE FROM uploads WHERE id = $1")
+                sql::query("DELETE FROM uploads WHERE id = $1 AND expires_ms <= $2")
                     .bind(id)
+                    .bind(expired_before)
                     .execute(&mut **tx)
                     .await?
             }

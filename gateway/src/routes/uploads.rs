@@ -295,7 +295,15 @@ async fn create(
             .into_response();
     }
     // creation-with-upload: the body is the first bytes.
-    match appended(&state, &caller, &upload.id, 0, None, body, None).await {
+    let sent_checksum = match headers
+        .get("upload-checksum")
+        .map(|value| checksum(value.to_str().unwrap_or_default()))
+        .transpose()
+    {
+        Ok(sent) => sent,
+        Err(error) => return service_error(error),
+    };
+    match appended(&state, &caller, &upload.id, 0, None, body, sent_checksum).await {
         Ok(answer) => Tus {
             status: StatusCode::CREATED,
             ..answer

@@ -323,6 +323,10 @@ impl bindings::wasm_storage::storage::body::HostContent for HostState {
             return;
         };
         let (volume, size) = (self.volume.clone(), content.size);
+        if outboard.len() as u64 != storage_handler::tree::Shape::of(size).outboard_len() {
+            tracing::warn!(%digest, size, "an outboard of the wrong length was offered; not kept");
+            return;
+        }
         // In the background: the blob is copied, and this read need not wait.
         tokio::spawn(async move {
             match volume.attach_outboard(&digest, size, &outboard).await {

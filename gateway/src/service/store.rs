@@ -138,7 +138,11 @@ impl FileService {
 
     /// The bytes `caller` may still store at `path` (their quota, less what
     /// they keep elsewhere); `None` without a quota.
-    async fn quota_room(&self, caller: &Caller, path: &FilePath) -> Result<Option<u64>, AppError> {
+    pub(super) async fn quota_room(
+        &self,
+        caller: &Caller,
+        path: &FilePath,
+    ) -> Result<Option<u64>, AppError> {
         let Some(quota) = caller.user().and_then(|user| user.quota) else {
             return Ok(None);
         };

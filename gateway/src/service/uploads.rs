@@ -18,7 +18,8 @@ use bytes::Bytes;
 use futures_util::StreamExt as _;
 use sha2::Digest as _;
 
-use volume::uploads::{NewUpload, Upload};
+use axum::http::StatusCode;
+use volume::uploads::{NewUpload, Upload, UploadPart};
 use volume::{FileMeta, FilePath, now_ms};
 
 use crate::auth::Caller;
@@ -74,6 +75,10 @@ impl FileService {
         };
         self.upload(caller, path, declared, &LockTokens::default())
             .await?;
+        if options.create_only && self.volume.stat(caller.owner(), path).await.is_ok() {
+            // Said now rather than after every byte is sent.
+            return Err(AppError::AlreadyExists(path.as_str().to_owned()));
+        }
         let new = NewUpload {
             owner: caller.owner(),
             path: path.clone(),
@@ -132,18 +137,59 @@ impl FileService {
             }
             (Some(known), _) => Some(known),
             (None, Some(asked)) => {
-                if asked < offset || asked > self.max_body {
+                if asked < offset {
                     return Err(AppError::BadRequest(format!(
-                        "a length of {asked} bytes is not possible here"
+                        "a length of {asked} bytes is less than the {offset} bytes sent"
                     ))
+                    .into());
+                }
+                if asked > self.max_body {
+                    return Err(AppError::BodyTooLarge {
+                        limit: self.max_body,
+                    }
                     .into());
                 }
                 Some(asked)
             }
             (None, None) => None,
         };
-        let room = length.unwrap_or(self.max_body).saturating_sub(offset);
+        // What the body may bring: up to the length, the size limit, and
+        // what the quota leaves beside the owner's other unfinished uploads.
+        let mut room = length.unwrap_or(self.max_body).saturating_sub(offset);
+        let path = FilePath::parse(&upload.path).map_err(AppError::from)?;
+        if let Some(quota_room) = self.quota_room(caller, &path).await? {
+            let others = self
+                .volume
+                .unfinished_upload_bytes(caller.owner(), id)
+                .await
+                .map_err(|error| AppError::from_volume(error, id))?;
+            let left = quota_room.saturating_sub(others).saturating_sub(offset);
+            if left < room {
+                room = left;
+                if length.is_some_and(|length| length - offset > left) {
+                    return Err(AppError::QuotaExceeded(format!(
+                        "the upload's {} bytes left are more than the {left} bytes your quota leaves",
+                        length.unwrap_or_default() - offset
+                    ))
+                    .into());
+                }
+            }
+        }
         let staged = self.stage_part(body, room, checksum).await?;
+        if length == Some(offset + staged.len()) {
+            // The last bytes: kept as a part, but the upload stands where
+            // this request began until the file is stored, so a request cut
+            // off (or failed) now is sent again, never taken for done.
+            let last = self
+                .volume
+                .store_upload_part(id, offset, staged)
+                .await
+                .map_err(|error| AppError::from_volume(error, id))?;
+            let upload = Upload { length, ..upload };
+            return Ok(Appended::Complete(
+                self.complete_upload(caller, upload, last).await?,
+            ));
+        }
         let appended = self
             .volume
             .append_upload(
@@ -156,17 +202,14 @@ impl FileService {
             )
             .await
             .map_err(|error| AppError::from_volume(error, id))?;
-        let Some(upload) = appended else {
-            // Another request took it further (or it went) meanwhile.
-            let now = self.find_upload(caller, id).await?;
-            return Err(AppendError::OffsetMismatch(now.received));
-        };
-        if upload.length != Some(upload.received) {
-            return Ok(Appended::Partial(upload));
+        match appended {
+            Some(upload) => Ok(Appended::Partial(upload)),
+            None => {
+                // Another request took it further (or it went) meanwhile.
+                let now = self.find_upload(caller, id).await?;
+                Err(AppendError::OffsetMismatch(now.received))
+            }
         }
-        Ok(Appended::Complete(
-            self.complete_upload(caller, upload, offset).await?,
-        ))
     }
 
     /// Cancel `caller`'s upload `id` and free its bytes.
@@ -262,19 +305,17 @@ impl FileService {
         Ok(staged)
     }
 
-    /// Send the finished `upload`'s parts through an instance as one
-    /// upload of its file; then forget it. A refusal that no retry can
-    /// change (the path taken for a create-only upload, the quota) ends
-    /// the upload too. Anything else (no memory or instance free now, a
-    /// lock) takes the upload back to `rewind_to`, where the request that
-    /// brought its last bytes began: a client that asks where it stands
-    /// then sends them again, and the file is stored then, rather than
-    /// the client taking an upload at its full length for a stored file.
+    /// Send the finished `upload`'s recorded parts and `last` through an
+    /// instance as one upload of its file; then forget the upload. A
+    /// refusal that no retry can change (a 4xx: the path taken for a
+    /// create-only upload, the quota, a bad path) ends the upload too;
+    /// anything else (no memory or instance free now, a lock, a 5xx)
+    /// leaves it where the last request began, to be sent again.
     async fn complete_upload(
         &self,
         caller: &Caller,
         upload: Upload,
-        rewind_to: u64,
+        last: UploadPart,
     ) -> Result<FileMeta, AppError> {
         let path = FilePath::parse(&upload.path)?;
         let options = StoreOptions {
@@ -282,11 +323,14 @@ impl FileService {
             content_type: Some(upload.content_type.clone()).filter(|given| !given.is_empty()),
             create_only: upload.create_only,
         };
-        let parts = self
+        let mut parts = self
             .volume
             .upload_parts(&upload.id)
             .await
             .map_err(|error| AppError::from_volume(error, &upload.id))?;
+        if last.size > 0 {
+            parts.push(last);
+        }
         let volume = self.volume.clone();
         let id = upload.id.clone();
         let bytes = futures_util::stream::iter(parts)
@@ -310,25 +354,20 @@ impl FileService {
         };
         let finished = match &stored {
             Ok(_) => true,
-            Err(error) => matches!(
-                error,
-                AppError::AlreadyExists(_)
-                    | AppError::QuotaExceeded(_)
-                    | AppError::BodyTooLarge { .. }
-                    | AppError::PreconditionFailed(_)
-            ),
-        };
-        if finished {
-            if let Err(error) = self.volume.remove_upload(None, &upload.id).await {
-                // The collection removes it when it expires.
-                tracing::warn!(id = %upload.id, %error, "could not remove a finished upload");
+            Err(error) => {
+                let status = error.status_and_code().0;
+                status.is_client_error()
+                    && ![
+                        StatusCode::LOCKED,
+                        StatusCode::REQUEST_TIMEOUT,
+                        StatusCode::TOO_MANY_REQUESTS,
+                    ]
+                    .contains(&status)
             }
-        } else if let Err(error) = self
-            .volume
-            .rewind_upload(upload.owner, &upload.id, rewind_to)
-            .await
-        {
-            tracing::warn!(id = %upload.id, %error, "could not take an upload back to retry its end");
+        };
+        if finished && let Err(error) = self.volume.remove_upload(None, &upload.id).await {
+            // The collection removes it when it expires.
+            tracing::warn!(id = %upload.id, %error, "could not remove a finished upload");
         }
         stored
     }

@@ -85,6 +85,15 @@ impl LocalBlobs {
         .await
     }
 
+    /// Remove part `name` of upload `upload`.
+    pub(crate) async fn remove_part(&self, upload: &str, name: &str) -> Result<(), VolumeError> {
+        match tokio::fs::remove_file(self.part_path(upload, name)).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(VolumeError::io("removing an upload's part", e)),
+        }
+    }
+
     /// Remove every part of upload `upload`.
     pub(crate) async fn remove_parts(&self, upload: &str) -> Result<(), VolumeError> {
         let dir = self.root.join(UPLOADS).join(upload);

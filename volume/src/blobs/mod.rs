@@ -153,6 +153,14 @@ impl BlobStore {
         }
     }
 
+    /// Remove part `name` of upload `upload`; one already gone is not an error.
+    pub(crate) async fn remove_part(&self, upload: &str, name: &str) -> Result<(), VolumeError> {
+        match self {
+            Self::Local(local) => local.remove_part(upload, name).await,
+            Self::Object(object) => object.remove_part(upload, name).await,
+        }
+    }
+
     /// Remove every part of upload `upload`; none there is not an error.
     pub(crate) async fn remove_parts(&self, upload: &str) -> Result<(), VolumeError> {
         match self {

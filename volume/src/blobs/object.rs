@@ -186,6 +186,14 @@ impl ObjectBlobs {
         }
     }
 
+    /// Remove part `name` of upload `upload`.
+    pub(crate) async fn remove_part(&self, upload: &str, name: &str) -> Result<(), VolumeError> {
+        match self.store.delete(&self.part_key(upload, name)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
     /// Remove every part of upload `upload`.
     pub(crate) async fn remove_parts(&self, upload: &str) -> Result<(), VolumeError> {
         let prefix = ObjectPath::from(format!("{}{UPLOADS}/{upload}", self.key_prefix()));
