@@ -10,8 +10,6 @@
 //! its content type. `If-None-Match: *` on the creation asks that an
 //! existing file not be replaced.
 
-use std::time::Duration;
-
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -28,7 +26,7 @@ use crate::AppState;
 use crate::auth::Caller;
 use crate::common::headers::http_date;
 use crate::error::AppError;
-use crate::service::{AppendError, Appended, Checksum, StoreOptions};
+use crate::service::{AppendError, Appended, Checksum, Chunk, StoreOptions};
 
 const TUS_VERSION: &str = "1.0.0";
 const EXTENSIONS: &str =
@@ -224,10 +222,6 @@ fn is_offset_stream(headers: &HeaderMap) -> bool {
         .is_some_and(|kind| kind.trim().eq_ignore_ascii_case(OFFSET_OCTET_STREAM))
 }
 
-fn expiry(state: &AppState) -> Duration {
-    state.files.upload_expiry()
-}
-
 /// `POST /uploads/`: start an upload (and, with a body, send its first bytes).
 async fn create(
     State(state): State<AppState>,
@@ -266,14 +260,7 @@ async fn create(
             .to_owned();
         state
             .files
-            .begin_upload(
-                &caller,
-                &path,
-                length,
-                &options,
-                raw_metadata,
-                expiry(&state),
-            )
+            .begin_upload(&caller, &path, length, &options, raw_metadata)
             .await
     }
     .await;
@@ -303,7 +290,13 @@ async fn create(
         Ok(sent) => sent,
         Err(error) => return service_error(error),
     };
-    match appended(&state, &caller, &upload.id, 0, None, body, sent_checksum).await {
+    let first = Chunk {
+        offset: 0,
+        length: None,
+        body,
+        checksum: sent_checksum,
+    };
+    match appended(&state, &caller, &upload.id, first).await {
         Ok(answer) => Tus {
             status: StatusCode::CREATED,
             ..answer
@@ -361,7 +354,13 @@ async fn append(
         Ok(parsed) => parsed,
         Err(error) => return service_error(error),
     };
-    match appended(&state, &caller, &id, offset, length, body, checksum).await {
+    let chunk = Chunk {
+        offset,
+        length,
+        body,
+        checksum,
+    };
+    match appended(&state, &caller, &id, chunk).await {
         Ok(answer) => answer.into_response(),
         Err(refused) => *refused,
     }
@@ -385,21 +384,15 @@ fn checksum(value: &str) -> Result<Checksum, AppError> {
     }
 }
 
-/// Add `body` to the upload; the answer tus clients expect.
-#[allow(clippy::too_many_arguments)]
+/// Add `chunk` to the upload; the answer tus clients expect.
 async fn appended(
     state: &AppState,
     caller: &Caller,
     id: &str,
-    offset: u64,
-    length: Option<u64>,
-    body: Body,
-    checksum: Option<Checksum>,
+    chunk: Chunk,
 ) -> Result<Tus, Box<Response>> {
-    let outcome = state
-        .files
-        .append_upload(caller, id, offset, length, body, checksum, expiry(state))
-        .await;
+    let offset = chunk.offset;
+    let outcome = state.files.append_upload(caller, id, chunk).await;
     match outcome {
         Ok(Appended::Partial(upload)) => Ok(Tus::new(StatusCode::NO_CONTENT).upload(&upload)),
         Ok(Appended::Complete(meta)) => Ok(Tus::new(StatusCode::NO_CONTENT)

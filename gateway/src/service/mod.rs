@@ -44,7 +44,7 @@ pub(crate) use read::{FileRead, ReadBody, Want};
 pub(crate) use shares::SharedFile;
 pub(crate) use store::StoreOptions;
 pub(crate) use tree::{TransferRequest, parent_key_of};
-pub(crate) use uploads::{AppendError, Appended, Checksum};
+pub(crate) use uploads::{AppendError, Appended, Checksum, Chunk};
 
 /// The one way protocols reach files.
 #[derive(Debug, Clone)]
@@ -94,11 +94,6 @@ impl FileService {
     /// Largest accepted upload, in bytes.
     pub(crate) fn max_body(&self) -> u64 {
         self.max_body
-    }
-
-    /// How long an unfinished resumable upload lives without progress.
-    pub(crate) fn upload_expiry(&self) -> Duration {
-        self.upload_expiry
     }
 
     /// Reads refused or cut short because stored content failed

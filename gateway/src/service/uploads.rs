@@ -34,6 +34,18 @@ pub(crate) enum Checksum {
     Sha256(Vec<u8>),
 }
 
+/// A request's bytes for an upload: where they go, and what the client
+/// said of them.
+#[derive(Debug)]
+pub(crate) struct Chunk {
+    /// Where they start: the upload's offset as the client knows it.
+    pub(crate) offset: u64,
+    /// The upload's length, if the client says it now (it was deferred).
+    pub(crate) length: Option<u64>,
+    pub(crate) body: Body,
+    pub(crate) checksum: Option<Checksum>,
+}
+
 /// What became of an upload after a request's bytes.
 #[derive(Debug)]
 pub(crate) enum Appended {
@@ -58,7 +70,7 @@ pub(crate) enum AppendError {
 
 impl FileService {
     /// Start a resumable upload of `caller`'s file `path`, of `length`
-    /// bytes if known, expiring after `expiry` without progress.
+    /// bytes if known, expiring after `--upload-expiry` without progress.
     pub(crate) async fn begin_upload(
         &self,
         caller: &Caller,
@@ -66,7 +78,6 @@ impl FileService {
         length: Option<u64>,
         options: &StoreOptions,
         metadata: String,
-        expiry: Duration,
     ) -> Result<Upload, AppError> {
         // The same checks as a one-request upload of a declared length.
         let declared = StoreOptions {
@@ -86,7 +97,7 @@ impl FileService {
             content_type: options.content_type.clone().unwrap_or_default(),
             create_only: options.create_only,
             metadata,
-            expires_ms: expires_after(expiry),
+            expires_ms: expires_after(self.upload_expiry),
         };
         let id = new_upload_id();
         self.volume
@@ -110,20 +121,20 @@ impl FileService {
             .ok_or_else(|| AppError::NotFound(format!("upload {id}")))
     }
 
-    /// Add `body` at `offset` to `caller`'s upload `id` (setting its
-    /// `length` if it had none), durably; store the file if that was the
-    /// last byte.
-    #[allow(clippy::too_many_arguments)]
+    /// Add `chunk` to `caller`'s upload `id` (setting its length if it had
+    /// none), durably; store the file if that was the last byte.
     pub(crate) async fn append_upload(
         &self,
         caller: &Caller,
         id: &str,
-        offset: u64,
-        length: Option<u64>,
-        body: Body,
-        checksum: Option<Checksum>,
-        expiry: Duration,
+        chunk: Chunk,
     ) -> Result<Appended, AppendError> {
+        let Chunk {
+            offset,
+            length,
+            body,
+            checksum,
+        } = chunk;
         let upload = self.find_upload(caller, id).await?;
         if upload.received != offset {
             return Err(AppendError::OffsetMismatch(upload.received));
@@ -198,7 +209,7 @@ impl FileService {
                 offset,
                 staged,
                 length.filter(|_| upload.length.is_none()),
-                expires_after(expiry),
+                expires_after(self.upload_expiry),
             )
             .await
             .map_err(|error| AppError::from_volume(error, id))?;
