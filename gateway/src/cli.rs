@@ -34,6 +34,28 @@ pub enum Command {
         #[command(subcommand)]
         action: TokenAction,
     },
+    /// Manage S3 access keys (for the S3 API, `--s3-listen`).
+    Key {
+        #[command(subcommand)]
+        action: KeyAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyAction {
+    /// Print a new access key id and secret for the user, once, as
+    /// `ACCESS_KEY_ID SECRET_ACCESS_KEY`. Without a user: a key of the open
+    /// tree, which works only while the gateway has no user.
+    Create {
+        user: Option<String>,
+        /// What the key is for (shown by `key list`).
+        #[arg(long, default_value = "")]
+        label: String,
+    },
+    /// List a user's access keys (without a user: the open tree's).
+    List { user: Option<String> },
+    /// Revoke an access key, by its id.
+    Revoke { access_key: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -142,6 +164,7 @@ pub async fn run(config: &Config, command: Command) -> anyhow::Result<()> {
     let outcome = match command {
         Command::User { action } => user(&accounts, action).await,
         Command::Token { action } => token(&accounts, action).await,
+        Command::Key { action } => key(config, &accounts, action).await,
     };
     accounts.close().await;
     outcome
@@ -211,6 +234,51 @@ async fn token(accounts: &Accounts, action: TokenAction) -> anyhow::Result<()> {
                 bail!("no token with that id");
             }
             eprintln!("token revoked");
+        }
+    }
+    Ok(())
+}
+
+/// Whose tree a key is for: `user`'s, or the open tree's.
+async fn key_owner(accounts: &Accounts, user: Option<&str>) -> anyhow::Result<volume::Owner> {
+    match user {
+        None => Ok(volume::Owner::OPEN),
+        Some(name) => Ok(accounts
+            .user_named(name)
+            .await?
+            .with_context(|| format!("no user named {name:?}"))?
+            .owner()),
+    }
+}
+
+async fn key(config: &Config, accounts: &Accounts, action: KeyAction) -> anyhow::Result<()> {
+    match action {
+        KeyAction::Create { user, label } => {
+            let owner = key_owner(accounts, user.as_deref()).await?;
+            let master = crate::s3::MasterKey::load_or_create(&config.s3_master_key_path())?;
+            let (id, secret) =
+                crate::s3::keys::create_key(accounts, &master, owner, &label).await?;
+            println!("{id} {secret}");
+            let whose = user.map_or_else(|| "the open tree".to_owned(), |name| name);
+            eprintln!("key {id} created for {whose}: the secret is shown only this once");
+        }
+        KeyAction::List { user } => {
+            let owner = key_owner(accounts, user.as_deref()).await?;
+            for key in accounts.s3_keys(owner).await? {
+                let created = humantime::format_rfc3339_seconds(
+                    std::time::UNIX_EPOCH
+                        + std::time::Duration::from_millis(
+                            u64::try_from(key.created_ms).unwrap_or_default(),
+                        ),
+                );
+                println!("{} created={created} label={}", key.access_key, key.label);
+            }
+        }
+        KeyAction::Revoke { access_key } => {
+            if !accounts.revoke_s3_key(&access_key).await? {
+                bail!("no access key {access_key:?}");
+            }
+            eprintln!("key {access_key} revoked");
         }
     }
     Ok(())

@@ -93,8 +93,22 @@ pub struct Config {
     #[arg(long, env = "WASM_STORAGE_MAX_BODY", default_value = "1PiB")]
     pub max_body: ByteSize,
 
-    /// How long an unfinished resumable upload (`/uploads/`, tus) is kept
-    /// without a byte added; then it is collected and its bytes freed.
+    /// Serve the S3 API on this address too (e.g. 127.0.0.1:9000),
+    /// path-style, with keys from `gateway key create`. Off unless given:
+    /// a second port is a second thing to secure, so it opens only when
+    /// asked for.
+    #[arg(long, env = "WASM_STORAGE_S3_LISTEN")]
+    pub s3_listen: Option<SocketAddr>,
+
+    /// The master key S3 secrets are sealed with at rest (64 hex digits;
+    /// made on first use). Every gateway of one store, and `gateway key`,
+    /// must read the same file. Default: s3-master.key in --data-dir.
+    #[arg(long, env = "WASM_STORAGE_S3_MASTER_KEY_FILE", global = true)]
+    pub s3_master_key_file: Option<PathBuf>,
+
+    /// How long an unfinished upload (tus at `/uploads/`, or S3 multipart)
+    /// is kept without a byte added; then it is collected and its bytes
+    /// freed.
     #[arg(long, env = "WASM_STORAGE_UPLOAD_EXPIRY", default_value = "24h", value_parser = humantime::parse_duration)]
     pub upload_expiry: Duration,
 
@@ -318,6 +332,13 @@ impl Config {
         config.data_dir = data_dir.into();
         config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
         config
+    }
+
+    /// The file S3 secrets are sealed under: the flag, or the data dir's.
+    pub fn s3_master_key_path(&self) -> PathBuf {
+        self.s3_master_key_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("s3-master.key"))
     }
 
     /// Where the volume keeps what: the flags, else the data dir.

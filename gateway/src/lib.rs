@@ -45,6 +45,7 @@ pub mod pool;
 pub mod procstat;
 pub mod recycler;
 pub mod runtime;
+pub mod s3;
 pub mod server;
 
 mod common;
@@ -85,6 +86,8 @@ pub struct AppState {
     recycler_task: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
     /// The garbage collector's task, stopped at shutdown.
     collector_task: Arc<tokio::task::AbortHandle>,
+    /// What S3 secrets are sealed under, when the S3 API is served.
+    s3_master: Option<s3::MasterKey>,
 }
 
 /// Open the volume, compile the guest and start the pool.
@@ -182,6 +185,18 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
         },
     )
     .map_err(anyhow::Error::from)?;
+    let s3_master = match config.s3_listen {
+        Some(address) => {
+            if !address.ip().is_loopback() && auth.accounts().user_count().await? == 0 {
+                anyhow::bail!(
+                    "refusing to serve S3 on {address} with no user: create one with \
+                     `gateway user add NAME --admin`, or listen on a loopback address"
+                );
+            }
+            Some(s3::MasterKey::load_or_create(&config.s3_master_key_path())?)
+        }
+        None => None,
+    };
     let recycler_task = tokio::spawn(recycler.clone().run());
     let collector_task = tokio::spawn(collect_garbage(volume.clone(), config.gc_interval));
     Ok(AppState {
@@ -204,6 +219,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
         },
         recycler_task: Arc::new(std::sync::Mutex::new(Some(recycler_task))),
         collector_task: Arc::new(collector_task.abort_handle()),
+        s3_master,
     })
 }
 
@@ -302,13 +318,54 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    server::serve(
-        listener,
-        app(state.clone()),
-        state.connection_limits,
-        shutdown,
-    )
-    .await;
+    serve_with_s3(listener, None, state, shutdown).await
+}
+
+/// [`serve`], and the S3 API on `s3` (when given, and the gateway was
+/// started with `--s3-listen`) until the same `shutdown`.
+pub async fn serve_with_s3(
+    listener: TcpListener,
+    s3: Option<TcpListener>,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    });
+    let until_stopped = move || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|stopped| *stopped).await;
+        }
+    };
+    let s3_app = match (&state.s3_master, s3) {
+        (Some(master), Some(listener)) => Some((
+            listener,
+            s3::router(state.files.clone(), state.auth.clone(), master.clone()),
+        )),
+        (None, Some(_)) => {
+            return Err(std::io::Error::other(
+                "an S3 listener needs a gateway started with --s3-listen",
+            ));
+        }
+        _ => None,
+    };
+    let s3_server = async {
+        if let Some((listener, app)) = s3_app {
+            server::serve(listener, app, state.connection_limits, until_stopped()).await;
+        }
+    };
+    tokio::join!(
+        server::serve(
+            listener,
+            app(state.clone()),
+            state.connection_limits,
+            until_stopped(),
+        ),
+        s3_server
+    );
     state.recycler.stop();
     let recycler_task = state
         .recycler_task
@@ -347,7 +404,17 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(address = %listener.local_addr()?, "listening");
-    serve(listener, state, shutdown_signal()).await?;
+    let s3 = match config.s3_listen {
+        Some(address) => {
+            let listener = TcpListener::bind(address)
+                .await
+                .with_context(|| format!("binding {address} for S3"))?;
+            tracing::info!(address = %listener.local_addr()?, "serving the S3 API");
+            Some(listener)
+        }
+        None => None,
+    };
+    serve_with_s3(listener, s3, state, shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(())
 }

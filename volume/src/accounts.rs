@@ -97,6 +97,43 @@ pub struct TokenInfo {
     pub created_ms: i64,
 }
 
+/// An S3 access key as stored: its secret sealed by the gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Key {
+    pub access_key: String,
+    /// Whose files the key reaches ([`Owner::OPEN`]: the open tree's, only
+    /// while the gateway has no user).
+    pub owner: Owner,
+    pub label: String,
+    /// The secret as the gateway sealed it; the database never holds it
+    /// in the clear.
+    pub sealed: String,
+    pub created_ms: i64,
+}
+
+#[derive(FromRow)]
+struct S3KeyRow {
+    access_key: String,
+    owner: i64,
+    label: String,
+    sealed: String,
+    created_ms: i64,
+}
+
+impl From<S3KeyRow> for S3Key {
+    fn from(row: S3KeyRow) -> Self {
+        Self {
+            access_key: row.access_key,
+            owner: Owner::from_id(row.owner),
+            label: row.label,
+            sealed: row.sealed,
+            created_ms: row.created_ms,
+        }
+    }
+}
+
+const S3_KEY_COLUMNS: &str = "access_key, owner, label, sealed, created_ms";
+
 /// A share link's row: who shared which path, until when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Share {
@@ -232,6 +269,7 @@ impl Accounts {
             for statement in [
                 "DELETE FROM shares WHERE owner = $1",
                 "DELETE FROM tokens WHERE user_id = $1",
+                "DELETE FROM s3_keys WHERE owner = $1",
                 "DELETE FROM sessions WHERE user_id = $1",
                 "DELETE FROM users WHERE id = $1",
             ] {
@@ -252,10 +290,15 @@ impl Accounts {
                 let moved = Tree::adopt_open(tx, to).await?;
                 properties::adopt_open(tx, to).await?;
                 locks::adopt_open(tx, to).await?;
-                sql::query("UPDATE shares SET owner = $1 WHERE owner = 0")
-                    .bind(user.0)
-                    .execute(&mut **tx)
-                    .await?;
+                for statement in [
+                    "UPDATE shares SET owner = $1 WHERE owner = 0",
+                    "UPDATE s3_keys SET owner = $1 WHERE owner = 0",
+                ] {
+                    sql::query(statement)
+                        .bind(user.0)
+                        .execute(&mut **tx)
+                        .await?;
+                }
                 Ok(moved)
             })
             .await
@@ -291,6 +334,52 @@ impl Accounts {
         .execute(self.db.pool())
         .await?;
         Ok(())
+    }
+
+    /// Record an S3 access key (its secret sealed by the caller).
+    pub async fn add_s3_key(&self, key: &S3Key) -> Result<(), VolumeError> {
+        sql::query(&format!(
+            "INSERT INTO s3_keys ({S3_KEY_COLUMNS}) VALUES ($1, $2, $3, $4, $5)"
+        ))
+        .bind(&key.access_key)
+        .bind(key.owner.id())
+        .bind(&key.label)
+        .bind(&key.sealed)
+        .bind(key.created_ms)
+        .execute(self.db.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// The S3 key `access_key`, if there is one.
+    pub async fn s3_key(&self, access_key: &str) -> Result<Option<S3Key>, VolumeError> {
+        let row: Option<S3KeyRow> = sql::query_as(&format!(
+            "SELECT {S3_KEY_COLUMNS} FROM s3_keys WHERE access_key = $1"
+        ))
+        .bind(access_key)
+        .fetch_optional(self.db.pool())
+        .await?;
+        Ok(row.map(S3Key::from))
+    }
+
+    /// `owner`'s S3 keys, oldest first.
+    pub async fn s3_keys(&self, owner: Owner) -> Result<Vec<S3Key>, VolumeError> {
+        let rows: Vec<S3KeyRow> = sql::query_as(&format!(
+            "SELECT {S3_KEY_COLUMNS} FROM s3_keys WHERE owner = $1 ORDER BY created_ms, access_key"
+        ))
+        .bind(owner.id())
+        .fetch_all(self.db.pool())
+        .await?;
+        Ok(rows.into_iter().map(S3Key::from).collect())
+    }
+
+    /// Revoke the S3 key `access_key`; whether there was one.
+    pub async fn revoke_s3_key(&self, access_key: &str) -> Result<bool, VolumeError> {
+        let done = sql::query("DELETE FROM s3_keys WHERE access_key = $1")
+            .bind(access_key)
+            .execute(self.db.pool())
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// The user a token hash belongs to.

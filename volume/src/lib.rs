@@ -320,6 +320,31 @@ impl Volume {
         self.tree.list(owner, prefix, after, limit).await
     }
 
+    /// Up to `limit` of `owner`'s files from `from` and before `upper`,
+    /// however deep, in byte order of their paths.
+    pub async fn scan(
+        &self,
+        owner: Owner,
+        from: std::ops::Bound<&str>,
+        upper: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<FileMeta>, VolumeError> {
+        self.tree.scan(owner, from, upper, limit).await
+    }
+
+    /// Keep `info` (what S3 keeps of an object, as JSON) with `owner`'s
+    /// file `path` if it still holds the content `sha256`; whether it did
+    /// (a write that replaced it since wins, and drops any).
+    pub async fn set_s3_info(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+        sha256: &str,
+        info: &str,
+    ) -> Result<bool, VolumeError> {
+        self.tree.set_s3_info(owner, path, sha256, info).await
+    }
+
     /// Make the empty folder `prefix` in `owner`'s tree (it lists, and
     /// stays, until deleted); whether it was new.
     pub async fn make_folder(&self, owner: Owner, prefix: &Prefix) -> Result<bool, VolumeError> {
@@ -496,6 +521,79 @@ impl Volume {
             self.blobs.remove_parts(id).await?;
         }
         Ok(removed)
+    }
+
+    /// Store the `staged` bytes as part `number` of `owner`'s multipart
+    /// upload `id`, durably, replacing a part of that number (`etag`: their
+    /// hex MD5; `checksum`: `ALGORITHM:base64` or empty), and move its
+    /// expiry to `expires_ms`. `None` when the upload is gone.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn store_multipart_part(
+        &self,
+        owner: Owner,
+        id: &str,
+        number: u32,
+        mut staged: StagedBlob,
+        etag: String,
+        checksum: String,
+        expires_ms: i64,
+    ) -> Result<Option<uploads::MultipartPart>, VolumeError> {
+        use std::hash::BuildHasher as _;
+        let nonce = std::collections::hash_map::RandomState::new().hash_one(now_ms());
+        let name = format!("part-{number:05}-{nonce:016x}");
+        let part = uploads::MultipartPart {
+            number,
+            size: staged.len(),
+            etag,
+            checksum,
+            name,
+            created_ms: now_ms(),
+        };
+        self.blobs.write_part(id, &part.name, &mut staged).await?;
+        match uploads::record_numbered_part(self.db(), owner, id, &part, expires_ms).await? {
+            Some(replaced) => {
+                if let Some(replaced) = replaced {
+                    self.blobs.remove_part(id, &replaced).await?;
+                }
+                Ok(Some(part))
+            }
+            None => {
+                self.blobs.remove_part(id, &part.name).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The recorded parts of multipart upload `id`, by number.
+    pub async fn multipart_parts(
+        &self,
+        id: &str,
+    ) -> Result<Vec<uploads::MultipartPart>, VolumeError> {
+        uploads::numbered_parts(self.db(), id).await
+    }
+
+    /// Part `part` of multipart upload `id`, opened for reading.
+    pub async fn open_multipart_part(
+        &self,
+        id: &str,
+        part: &uploads::MultipartPart,
+    ) -> Result<BlobReader, VolumeError> {
+        self.blobs
+            .open_part(id, &part.name)
+            .await?
+            .ok_or_else(|| VolumeError::NotFound(format!("part {} of upload {id}", part.number)))
+    }
+
+    /// Up to `limit` of `owner`'s unexpired multipart uploads to paths from
+    /// `from` and before `upper`, by path, then by age.
+    pub async fn multipart_uploads(
+        &self,
+        owner: Owner,
+        from: &str,
+        upper: &str,
+        limit: usize,
+    ) -> Result<Vec<uploads::Upload>, VolumeError> {
+        uploads::multipart_uploads(self.db(), owner, from, upper, limit).await
     }
 
     /// Unfinished uploads that have not expired.

@@ -24,6 +24,11 @@ pub struct FileMeta {
     /// Milliseconds since the Unix epoch.
     pub created_ms: i64,
     pub modified_ms: i64,
+    /// What the S3 API keeps of the object (its MD5 ETag, user metadata,
+    /// checksums), as its JSON; `None` when stored through another
+    /// protocol. Replacing the content drops it.
+    #[serde(skip)]
+    pub s3_info: Option<String>,
 }
 
 /// One row of a listing.
@@ -100,6 +105,11 @@ impl Owner {
     /// The tree of the user with this id.
     pub fn user(id: UserId) -> Self {
         Self(id.0)
+    }
+
+    /// The user whose tree this is; `None` for the open tree.
+    pub fn user_id(self) -> Option<UserId> {
+        (self != Self::OPEN).then_some(UserId(self.0))
     }
 
     /// The owner's id in the database: a user's id, or 0.

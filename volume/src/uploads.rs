@@ -1,5 +1,7 @@
-//! The `uploads` and `upload_parts` tables: resumable uploads on their way
-//! in. This module alone reads and writes them; the parts' bytes are
+//! The `uploads`, `upload_parts` and `multipart_parts` tables: uploads on
+//! their way in, tus's (parts at offsets, in order) and S3's multipart
+//! (numbered parts, any order, chosen at completion). This module alone
+//! reads and writes them; the parts' bytes are
 //! objects in the blob store (`uploads/<id>/<name>`), which
 //! [`crate::Volume`] writes before it records them here.
 
@@ -12,10 +14,37 @@ use crate::types::{Owner, now_ms};
 /// number is bounded instead (and each expires).
 pub const MAX_UPLOADS_PER_OWNER: u64 = 64;
 
+/// Which protocol's upload a row is: each sees only its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UploadKind {
+    /// tus 1.0: parts appended at the upload's offset.
+    Tus,
+    /// S3 multipart: numbered parts, any order, replaced at will.
+    Multipart,
+}
+
+impl UploadKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Tus => "tus",
+            Self::Multipart => "multipart",
+        }
+    }
+
+    fn parse(text: &str) -> Self {
+        if text == "multipart" {
+            Self::Multipart
+        } else {
+            Self::Tus
+        }
+    }
+}
+
 /// A resumable upload as the index knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Upload {
     pub id: String,
+    pub kind: UploadKind,
     pub owner: Owner,
     /// Where the file goes, in its owner's tree.
     pub path: String,
@@ -29,12 +58,14 @@ pub struct Upload {
     pub create_only: bool,
     /// What the client sent as its upload's metadata, kept to echo back.
     pub metadata: String,
+    pub created_ms: i64,
     pub expires_ms: i64,
 }
 
 /// An upload to start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewUpload {
+    pub kind: UploadKind,
     pub owner: Owner,
     pub path: crate::FilePath,
     pub length: Option<u64>,
@@ -54,9 +85,24 @@ pub struct UploadPart {
     pub name: String,
 }
 
+/// One recorded part of an S3 multipart upload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MultipartPart {
+    pub number: u32,
+    pub size: u64,
+    /// Hex MD5 of its bytes.
+    pub etag: String,
+    /// The checksum sent with it, `ALGORITHM:base64`; empty when none was.
+    pub checksum: String,
+    /// Its object's name under `uploads/<id>/`.
+    pub name: String,
+    pub created_ms: i64,
+}
+
 #[derive(sqlx::FromRow)]
 struct UploadRow {
     id: String,
+    kind: String,
     owner: i64,
     path: String,
     length: Option<i64>,
@@ -64,6 +110,7 @@ struct UploadRow {
     content_type: String,
     create_only: i64,
     metadata: String,
+    created_ms: i64,
     expires_ms: i64,
 }
 
@@ -71,6 +118,7 @@ impl From<UploadRow> for Upload {
     fn from(row: UploadRow) -> Self {
         Self {
             id: row.id,
+            kind: UploadKind::parse(&row.kind),
             owner: Owner::from_id(row.owner),
             path: row.path,
             length: row.length.and_then(|length| u64::try_from(length).ok()),
@@ -78,13 +126,14 @@ impl From<UploadRow> for Upload {
             content_type: row.content_type,
             create_only: row.create_only != 0,
             metadata: row.metadata,
+            created_ms: row.created_ms,
             expires_ms: row.expires_ms,
         }
     }
 }
 
-const COLUMNS: &str =
-    "id, owner, path, length, received, content_type, create_only, metadata, expires_ms";
+const COLUMNS: &str = "id, kind, owner, path, length, received, content_type, create_only, \
+                       metadata, created_ms, expires_ms";
 
 fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
@@ -111,8 +160,8 @@ pub(crate) async fn insert(
         }
         sql::query(
             "INSERT INTO uploads (id, owner, path, length, received, content_type, \
-             create_only, metadata, created_ms, expires_ms) \
-             VALUES ($1, $2, $3, $4, 0, $5, $6, $7, $8, $9)",
+             create_only, metadata, created_ms, expires_ms, kind) \
+             VALUES ($1, $2, $3, $4, 0, $5, $6, $7, $8, $9, $10)",
         )
         .bind(id)
         .bind(new.owner.id())
@@ -123,10 +172,12 @@ pub(crate) async fn insert(
         .bind(&new.metadata)
         .bind(now)
         .bind(new.expires_ms)
+        .bind(new.kind.as_str())
         .execute(&mut **tx)
         .await?;
         Ok(Some(Upload {
             id: id.to_owned(),
+            kind: new.kind,
             owner: new.owner,
             path: new.path.as_str().to_owned(),
             length: new.length,
@@ -134,6 +185,7 @@ pub(crate) async fn insert(
             content_type: new.content_type.clone(),
             create_only: new.create_only,
             metadata: new.metadata.clone(),
+            created_ms: now,
             expires_ms: new.expires_ms,
         }))
     })
@@ -219,17 +271,27 @@ pub(crate) async fn unfinished_bytes(
     owner: Owner,
     except: &str,
 ) -> Result<u64, VolumeError> {
-    let (bytes,): (Option<i64>,) = sql::query_as(
+    let now = now_ms();
+    let (appended,): (Option<i64>,) = sql::query_as(
         "SELECT SUM(received) FROM uploads WHERE owner = $1 AND id <> $2 AND expires_ms > $3",
     )
     .bind(owner.id())
     .bind(except)
-    .bind(now_ms())
+    .bind(now)
     .fetch_one(db.pool())
     .await?;
-    Ok(bytes
-        .and_then(|bytes| u64::try_from(bytes).ok())
-        .unwrap_or_default())
+    let (numbered,): (Option<i64>,) = sql::query_as(
+        "SELECT SUM(multipart_parts.size) FROM multipart_parts \
+         JOIN uploads ON uploads.id = multipart_parts.upload_id \
+         WHERE uploads.owner = $1 AND uploads.id <> $2 AND uploads.expires_ms > $3",
+    )
+    .bind(owner.id())
+    .bind(except)
+    .bind(now)
+    .fetch_one(db.pool())
+    .await?;
+    let bytes = |sum: Option<i64>| sum.and_then(|sum| u64::try_from(sum).ok()).unwrap_or(0);
+    Ok(bytes(appended).saturating_add(bytes(numbered)))
 }
 
 /// The parts of upload `id`, in the order of the file.
@@ -282,10 +344,12 @@ pub(crate) async fn delete(
         // Only the parts of an upload this call removed: another owner's
         // stay (and are not theirs to see).
         if removed {
-            sql::query("DELETE FROM upload_parts WHERE upload_id = $1")
-                .bind(id)
-                .execute(&mut **tx)
-                .await?;
+            for statement in [
+                "DELETE FROM upload_parts WHERE upload_id = $1",
+                "DELETE FROM multipart_parts WHERE upload_id = $1",
+            ] {
+                sql::query(statement).bind(id).execute(&mut **tx).await?;
+            }
         }
         Ok(removed)
     })
@@ -316,4 +380,110 @@ pub(crate) async fn in_progress(db: &Database) -> Result<u64, VolumeError> {
         .fetch_one(db.pool())
         .await?;
     Ok(u64::try_from(count).unwrap_or_default())
+}
+
+/// Record part `part` of `owner`'s unexpired multipart upload `id`,
+/// replacing a part of the same number, and move the upload's expiry to
+/// `expires_ms`: the name of the part it replaced (whose object the caller
+/// removes), as `Ok(Some(Some(name)))`; `Ok(None)` when the upload is gone.
+pub(crate) async fn record_numbered_part(
+    db: &Database,
+    owner: Owner,
+    id: &str,
+    part: &MultipartPart,
+    expires_ms: i64,
+) -> Result<Option<Option<String>>, VolumeError> {
+    let now = now_ms();
+    db.write(async |tx: &mut WriteTx| {
+        let touched = sql::query(
+            "UPDATE uploads SET expires_ms = $1 \
+             WHERE id = $2 AND owner = $3 AND kind = 'multipart' AND expires_ms > $4",
+        )
+        .bind(expires_ms)
+        .bind(id)
+        .bind(owner.id())
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+        if touched.rows_affected() != 1 {
+            return Ok(None);
+        }
+        let replaced: Option<(String,)> = sql::query_as(
+            "SELECT name FROM multipart_parts WHERE upload_id = $1 AND part_number = $2",
+        )
+        .bind(id)
+        .bind(i64::from(part.number))
+        .fetch_optional(&mut **tx)
+        .await?;
+        sql::query(
+            "INSERT INTO multipart_parts \
+             (upload_id, part_number, size, etag, checksum, name, created_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT (upload_id, part_number) DO UPDATE SET size = excluded.size, \
+             etag = excluded.etag, checksum = excluded.checksum, name = excluded.name, \
+             created_ms = excluded.created_ms",
+        )
+        .bind(id)
+        .bind(i64::from(part.number))
+        .bind(to_i64(part.size))
+        .bind(&part.etag)
+        .bind(&part.checksum)
+        .bind(&part.name)
+        .bind(part.created_ms)
+        .execute(&mut **tx)
+        .await?;
+        Ok(Some(replaced.map(|(name,)| name)))
+    })
+    .await
+}
+
+/// The recorded parts of multipart upload `id`, by number.
+pub(crate) async fn numbered_parts(
+    db: &Database,
+    id: &str,
+) -> Result<Vec<MultipartPart>, VolumeError> {
+    let rows: Vec<(i64, i64, String, String, String, i64)> = sql::query_as(
+        "SELECT part_number, size, etag, checksum, name, created_ms FROM multipart_parts \
+         WHERE upload_id = $1 ORDER BY part_number",
+    )
+    .bind(id)
+    .fetch_all(db.pool())
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(number, size, etag, checksum, name, created_ms)| MultipartPart {
+                number: u32::try_from(number).unwrap_or_default(),
+                size: u64::try_from(size).unwrap_or_default(),
+                etag,
+                checksum,
+                name,
+                created_ms,
+            },
+        )
+        .collect())
+}
+
+/// Up to `limit` of `owner`'s unexpired multipart uploads whose path is at
+/// or past `from` and before `upper`, by path, then by when they began.
+pub(crate) async fn multipart_uploads(
+    db: &Database,
+    owner: Owner,
+    from: &str,
+    upper: &str,
+    limit: usize,
+) -> Result<Vec<Upload>, VolumeError> {
+    let rows: Vec<UploadRow> = sql::query_as(&format!(
+        "SELECT {COLUMNS} FROM uploads WHERE owner = $1 AND kind = 'multipart' \
+         AND expires_ms > $2 AND path >= $3 AND path < $4 \
+         ORDER BY path, created_ms, id LIMIT $5"
+    ))
+    .bind(owner.id())
+    .bind(now_ms())
+    .bind(from)
+    .bind(upper)
+    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+    .fetch_all(db.pool())
+    .await?;
+    Ok(rows.into_iter().map(Upload::from).collect())
 }

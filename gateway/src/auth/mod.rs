@@ -476,7 +476,7 @@ pub fn from_another_site(headers: &HeaderMap) -> bool {
 
 /// Whether the `Host` names this machine: `localhost` or a loopback
 /// address (a request without one, HTTP/1.0, is not from a browser).
-fn addressed_to_loopback(headers: &HeaderMap) -> bool {
+pub(crate) fn addressed_to_loopback(headers: &HeaderMap) -> bool {
     let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
         return true;
     };

@@ -504,6 +504,7 @@ fn own_meta(meta: storage_handler::types::FileMeta) -> volume::FileMeta {
         content_type: meta.content_type,
         created_ms: meta.created_ms,
         modified_ms: meta.modified_ms,
+        s3_info: None,
     }
 }
 

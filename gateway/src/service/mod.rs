@@ -19,8 +19,13 @@
 //! - `shares`: share links' rows: made, resolved, revoked.
 //! - `uploads`: resumable uploads: parts kept durably until the last byte,
 //!   then the whole stored like any upload.
+//! - `multipart`: uploads in numbered parts (S3's), chosen at completion.
+//! - `objects`: what S3 needs beside: flat scans of a tree, and what it
+//!   keeps of an object.
 
 mod locks;
+mod multipart;
+mod objects;
 mod properties;
 mod read;
 mod shares;
@@ -40,6 +45,7 @@ use crate::pool::{BodySize, Pool};
 use crate::runtime::Pace;
 
 pub(crate) use locks::{Change, LockTokens};
+pub(crate) use multipart::MAX_PARTS;
 pub(crate) use read::{FileRead, ReadBody, Want};
 pub(crate) use shares::SharedFile;
 pub(crate) use store::StoreOptions;

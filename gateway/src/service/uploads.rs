@@ -19,7 +19,7 @@ use futures_util::StreamExt as _;
 use sha2::Digest as _;
 
 use axum::http::StatusCode;
-use volume::uploads::{NewUpload, Upload, UploadPart};
+use volume::uploads::{NewUpload, Upload, UploadKind, UploadPart};
 use volume::{FileMeta, FilePath, now_ms};
 
 use crate::auth::Caller;
@@ -91,6 +91,7 @@ impl FileService {
             return Err(AppError::AlreadyExists(path.as_str().to_owned()));
         }
         let new = NewUpload {
+            kind: UploadKind::Tus,
             owner: caller.owner(),
             path: path.clone(),
             length,
@@ -118,6 +119,7 @@ impl FileService {
             .find_upload(caller.owner(), id)
             .await
             .map_err(|error| AppError::from_volume(error, id))?
+            .filter(|upload| upload.kind == UploadKind::Tus)
             .ok_or_else(|| AppError::NotFound(format!("upload {id}")))
     }
 
@@ -245,7 +247,7 @@ impl FileService {
 
     /// Read `body` (at most `room` bytes) into a staged part, at the pace
     /// every body must keep, checking it against `checksum`.
-    async fn stage_part(
+    pub(super) async fn stage_part(
         &self,
         body: Body,
         room: u64,
@@ -342,20 +344,7 @@ impl FileService {
         if last.size > 0 {
             parts.push(last);
         }
-        let volume = self.volume.clone();
-        let id = upload.id.clone();
-        let bytes = futures_util::stream::iter(parts)
-            .then(move |part| {
-                let (volume, id) = (volume.clone(), id.clone());
-                async move { volume.open_upload_part(&id, &part).await }
-            })
-            .flat_map(|opened| match opened {
-                Ok(reader) => part_bytes(reader).left_stream(),
-                Err(error) => futures_util::stream::once(async move {
-                    Err(std::io::Error::other(error.to_string()))
-                })
-                .right_stream(),
-            });
+        let bytes = self.parts_bytes(&upload.id, parts);
         let stored = match self
             .upload(caller, &path, options, &LockTokens::default())
             .await
@@ -365,22 +354,67 @@ impl FileService {
         };
         let finished = match &stored {
             Ok(_) => true,
-            Err(error) => {
-                let status = error.status_and_code().0;
-                status.is_client_error()
-                    && ![
-                        StatusCode::LOCKED,
-                        StatusCode::REQUEST_TIMEOUT,
-                        StatusCode::TOO_MANY_REQUESTS,
-                    ]
-                    .contains(&status)
-            }
+            Err(error) => is_final(error),
         };
         if finished && let Err(error) = self.volume.remove_upload(None, &upload.id).await {
             // The collection removes it when it expires.
             tracing::warn!(id = %upload.id, %error, "could not remove a finished upload");
         }
         stored
+    }
+}
+
+impl FileService {
+    /// The bytes of upload `id`'s `parts`, one after the other.
+    pub(super) fn parts_bytes<P: StoredPart>(
+        &self,
+        id: &str,
+        parts: Vec<P>,
+    ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+        let volume = self.volume.clone();
+        let id = id.to_owned();
+        futures_util::stream::iter(parts)
+            .then(move |part| {
+                let (volume, id) = (volume.clone(), id.clone());
+                async move { part.open(&volume, &id).await }
+            })
+            .flat_map(|opened| match opened {
+                Ok(reader) => part_bytes(reader).left_stream(),
+                Err(error) => futures_util::stream::once(async move {
+                    Err(std::io::Error::other(error.to_string()))
+                })
+                .right_stream(),
+            })
+    }
+}
+
+/// A part of an upload kept in the blob store.
+pub(super) trait StoredPart: Send + 'static {
+    /// The part of upload `id`, opened for reading.
+    fn open(
+        self,
+        volume: &volume::Volume,
+        id: &str,
+    ) -> impl Future<Output = Result<volume::BlobReader, volume::VolumeError>> + Send;
+}
+
+impl StoredPart for UploadPart {
+    async fn open(
+        self,
+        volume: &volume::Volume,
+        id: &str,
+    ) -> Result<volume::BlobReader, volume::VolumeError> {
+        volume.open_upload_part(id, &self).await
+    }
+}
+
+impl StoredPart for volume::uploads::MultipartPart {
+    async fn open(
+        self,
+        volume: &volume::Volume,
+        id: &str,
+    ) -> Result<volume::BlobReader, volume::VolumeError> {
+        volume.open_multipart_part(id, &self).await
     }
 }
 
@@ -401,13 +435,28 @@ fn part_bytes(
     })
 }
 
+/// Whether a failure to store a finished upload's file ends the upload: a
+/// refusal no retry can change (a 4xx: the path taken for a create-only
+/// upload, the quota, a bad path), not one that may pass later (no memory
+/// or instance free now, a lock, a timeout, a 5xx).
+pub(super) fn is_final(error: &AppError) -> bool {
+    let status = error.status_and_code().0;
+    status.is_client_error()
+        && ![
+            StatusCode::LOCKED,
+            StatusCode::REQUEST_TIMEOUT,
+            StatusCode::TOO_MANY_REQUESTS,
+        ]
+        .contains(&status)
+}
+
 /// When an upload touched now expires.
-fn expires_after(expiry: Duration) -> i64 {
+pub(super) fn expires_after(expiry: Duration) -> i64 {
     now_ms().saturating_add(i64::try_from(expiry.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// A new upload's id: 128 random bits, URL-safe.
-fn new_upload_id() -> String {
+pub(super) fn new_upload_id() -> String {
     let bytes: [u8; 16] = rand::random();
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }

@@ -6,6 +6,7 @@ use crate::uploads::NewUpload;
 
 fn new_upload(owner: Owner, length: Option<u64>, expires_ms: i64) -> NewUpload {
     NewUpload {
+        kind: crate::uploads::UploadKind::Tus,
         owner,
         path: path("videos/film.webm"),
         length,

@@ -2,7 +2,7 @@
 //! each, whether they hold files or were made empty, merged from both of
 //! the tree's tables.
 
-use super::{COLUMNS, Row, Tree};
+use super::{READ_COLUMNS, Row, Tree};
 use crate::db::sql;
 use crate::error::VolumeError;
 use crate::path::Prefix;
@@ -73,7 +73,14 @@ impl Tree {
         'pages: while entries.len() < limit {
             let wanted = limit - entries.len();
             let rows = self
-                .range::<Row>("files", COLUMNS, owner, &lower, upper.as_deref(), wanted)
+                .range::<Row>(
+                    "files",
+                    READ_COLUMNS,
+                    owner,
+                    &lower,
+                    upper.as_deref(),
+                    wanted,
+                )
                 .await?;
             let exhausted = rows.len() < wanted;
             for row in rows {
@@ -97,7 +104,7 @@ impl Tree {
             }
         }
         let more = !self
-            .range::<Row>("files", COLUMNS, owner, &lower, upper.as_deref(), 1)
+            .range::<Row>("files", READ_COLUMNS, owner, &lower, upper.as_deref(), 1)
             .await?
             .is_empty();
         Ok((entries, more))
@@ -135,6 +142,27 @@ impl Tree {
             .await?
             .is_some();
         Ok((folders, more))
+    }
+
+    /// Up to `limit` of `owner`'s files from `from` and before `upper`, in
+    /// byte order of their paths, however deep: what S3's flat listings
+    /// page through.
+    pub(crate) async fn scan(
+        &self,
+        owner: Owner,
+        from: std::ops::Bound<&str>,
+        upper: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<crate::types::FileMeta>, VolumeError> {
+        let lower = match from {
+            std::ops::Bound::Included(bound) => Lower::Inclusive(bound.to_owned()),
+            std::ops::Bound::Excluded(bound) => Lower::Exclusive(bound.to_owned()),
+            std::ops::Bound::Unbounded => Lower::Inclusive(String::new()),
+        };
+        let rows: Vec<Row> = self
+            .range("files", READ_COLUMNS, owner, &lower, upper, limit)
+            .await?;
+        Ok(rows.into_iter().map(Into::into).collect())
     }
 
     /// The first folder row past `lower` and before `upper`.

@@ -17,7 +17,11 @@ use crate::error::VolumeError;
 use crate::path::{FilePath, Prefix};
 use crate::types::{Digest, Digests, FileMeta, Owner};
 
+/// The columns a new row is written with.
 const COLUMNS: &str = "path, size, sha256, blake3, content_type, created_ms, modified_ms";
+/// The columns a row is read with: [`COLUMNS`] and what S3 keeps.
+const READ_COLUMNS: &str =
+    "path, size, sha256, blake3, content_type, created_ms, modified_ms, s3_info";
 
 /// The tree tables of one database.
 #[derive(Debug, Clone)]
@@ -34,6 +38,7 @@ struct Row {
     content_type: String,
     created_ms: i64,
     modified_ms: i64,
+    s3_info: Option<String>,
 }
 
 impl From<Row> for FileMeta {
@@ -46,6 +51,7 @@ impl From<Row> for FileMeta {
             content_type: row.content_type,
             created_ms: row.created_ms,
             modified_ms: row.modified_ms,
+            s3_info: row.s3_info,
         }
     }
 }
@@ -83,7 +89,7 @@ impl Tree {
         path: &FilePath,
     ) -> Result<Option<FileMeta>, VolumeError> {
         let row: Option<Row> = sql::query_as(&format!(
-            "SELECT {COLUMNS} FROM files WHERE owner = $1 AND path = $2"
+            "SELECT {READ_COLUMNS} FROM files WHERE owner = $1 AND path = $2"
         ))
         .bind(owner.id())
         .bind(path.as_str())
@@ -101,7 +107,7 @@ impl Tree {
         path: &FilePath,
     ) -> Result<Option<FileMeta>, VolumeError> {
         let row: Option<Row> = sql::query_as(&format!(
-            "SELECT {COLUMNS} FROM files WHERE owner = $1 AND path = $2{}",
+            "SELECT {READ_COLUMNS} FROM files WHERE owner = $1 AND path = $2{}",
             self.db.locking()
         ))
         .bind(owner.id())
@@ -178,7 +184,7 @@ impl Tree {
                 &row,
                 "DO UPDATE SET size = excluded.size, sha256 = excluded.sha256,
                  blake3 = excluded.blake3, content_type = excluded.content_type,
-                 modified_ms = excluded.modified_ms",
+                 modified_ms = excluded.modified_ms, s3_info = NULL",
             )
             .await?
             .ok_or_else(|| VolumeError::NotFound(path.to_string()))?;
@@ -186,6 +192,27 @@ impl Tree {
             meta: replaced.into(),
             previous,
         })
+    }
+
+    /// Set what S3 keeps of `owner`'s file `path`, if it still holds the
+    /// content `sha256`; whether it did.
+    pub(crate) async fn set_s3_info(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+        sha256: &str,
+        info: &str,
+    ) -> Result<bool, VolumeError> {
+        let done = sql::query(
+            "UPDATE files SET s3_info = $4 WHERE owner = $1 AND path = $2 AND sha256 = $3",
+        )
+        .bind(owner.id())
+        .bind(path.as_str())
+        .bind(sha256)
+        .bind(info)
+        .execute(self.db.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// `INSERT` `row`, doing `on_conflict` if the path exists; the row as
@@ -198,7 +225,7 @@ impl Tree {
     ) -> Result<Option<Row>, VolumeError> {
         Ok(sql::query_as(&format!(
             "INSERT INTO files (owner, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
-             ON CONFLICT (owner, path) {on_conflict} RETURNING {COLUMNS}"
+             ON CONFLICT (owner, path) {on_conflict} RETURNING {READ_COLUMNS}"
         ))
         .bind(row.owner.id())
         .bind(row.path.as_str())

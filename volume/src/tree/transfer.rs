@@ -158,8 +158,8 @@ pub(crate) async fn copy_file(
     now_ms: i64,
 ) -> Result<(), VolumeError> {
     sql::query(
-        "INSERT INTO files (owner, path, size, sha256, blake3, content_type, created_ms, modified_ms)
-         SELECT owner, $3, size, sha256, blake3, content_type, $4, $4 FROM files
+        "INSERT INTO files (owner, path, size, sha256, blake3, content_type, created_ms, modified_ms, s3_info)
+         SELECT owner, $3, size, sha256, blake3, content_type, $4, $4, s3_info FROM files
          WHERE owner = $1 AND path = $2",
     )
     .bind(owner.id())
@@ -182,9 +182,9 @@ pub(crate) async fn copy_range(
 ) -> Result<(), VolumeError> {
     let upper = upper_of(from);
     for statement in [
-        "INSERT INTO files (owner, path, size, sha256, blake3, content_type, created_ms, modified_ms)
+        "INSERT INTO files (owner, path, size, sha256, blake3, content_type, created_ms, modified_ms, s3_info)
          SELECT owner, $2 || SUBSTR(path, CAST($3 AS INTEGER)), size, sha256,
-                blake3, content_type, $6, $6
+                blake3, content_type, $6, $6, s3_info
          FROM files WHERE owner = $1 AND path >= $4 AND path < $5",
         "INSERT INTO folders (owner, path, created_ms)
          SELECT owner, $2 || SUBSTR(path, CAST($3 AS INTEGER)), $6

@@ -1,0 +1,192 @@
+//! Buckets: the top-level folders of the caller's tree.
+
+use s3s::dto::{
+    Bucket, CreateBucketInput, CreateBucketOutput, DeleteBucketInput, DeleteBucketOutput,
+    GetBucketLocationInput, GetBucketLocationOutput, HeadBucketInput, HeadBucketOutput,
+    ListBucketsInput, ListBucketsOutput,
+};
+use s3s::{S3Request, S3Response, S3Result, s3_error};
+use volume::webdav::Node;
+use volume::{Entry, FilePath, Owner, Prefix};
+
+use crate::service::LockTokens;
+
+use super::error::s3_error_of;
+use super::{S3Api, bucket_prefix, caller, timestamp};
+
+/// What a top-level name is in a tree.
+enum Found {
+    /// A folder: a bucket, made at this time if it was made on purpose.
+    Bucket(Option<i64>),
+    /// A file: no bucket, and none can be made with its name.
+    File,
+    Missing,
+}
+
+impl S3Api {
+    /// What `bucket` is in `owner`'s tree.
+    async fn find_bucket(&self, owner: Owner, bucket: &str) -> S3Result<Found> {
+        let path = FilePath::parse(bucket).map_err(|_| s3_error!(InvalidBucketName))?;
+        let node = self
+            .files
+            .node(owner, Some(&path))
+            .await
+            .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
+        Ok(match node {
+            Node::Folder(folder) => Found::Bucket(folder.created_ms),
+            Node::File(_) => Found::File,
+            Node::Missing => Found::Missing,
+        })
+    }
+
+    /// `Ok` if `bucket` is one of `owner`'s buckets, else `NoSuchBucket`.
+    pub(super) async fn require_bucket(&self, owner: Owner, bucket: &str) -> S3Result<()> {
+        match self.find_bucket(owner, bucket).await? {
+            Found::Bucket(_) => Ok(()),
+            Found::File | Found::Missing => Err(s3_error!(
+                NoSuchBucket,
+                "The specified bucket does not exist"
+            )),
+        }
+    }
+
+    pub(super) async fn list_buckets_(
+        &self,
+        req: S3Request<ListBucketsInput>,
+    ) -> S3Result<S3Response<ListBucketsOutput>> {
+        let caller = caller(&req)?;
+        let owner = caller.owner();
+        let mut buckets = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = self
+                .files
+                .list_page(owner, &Prefix::root(), after.as_deref(), 1000)
+                .await
+                .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
+            for entry in &page.entries {
+                if let Entry::Folder(prefix) = entry {
+                    let name = prefix.trim_end_matches('/');
+                    // A folder whose name S3 cannot carry is not a bucket.
+                    if s3s::path::check_bucket_name(name) {
+                        buckets.push(name.to_owned());
+                    }
+                }
+            }
+            match page.next_after {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        let mut listed = Vec::with_capacity(buckets.len());
+        for name in buckets {
+            let created = match self.find_bucket(owner, &name).await? {
+                Found::Bucket(created) => created,
+                Found::File | Found::Missing => continue,
+            };
+            listed.push(Bucket {
+                name: Some(name),
+                creation_date: Some(timestamp(created.unwrap_or_default())),
+                bucket_region: None,
+            });
+        }
+        Ok(S3Response::new(ListBucketsOutput {
+            buckets: Some(listed),
+            owner: Some(s3s::dto::Owner {
+                display_name: Some(
+                    caller
+                        .user()
+                        .map_or_else(|| "open".to_owned(), |user| user.name.clone()),
+                ),
+                id: Some(format!("{:?}", owner)),
+            }),
+            ..ListBucketsOutput::default()
+        }))
+    }
+
+    pub(super) async fn create_bucket_(
+        &self,
+        req: S3Request<CreateBucketInput>,
+    ) -> S3Result<S3Response<CreateBucketOutput>> {
+        let caller = caller(&req)?;
+        let bucket = &req.input.bucket;
+        if !s3s::path::check_bucket_name(bucket) {
+            return Err(s3_error!(InvalidBucketName));
+        }
+        match self.find_bucket(caller.owner(), bucket).await? {
+            Found::Bucket(_) => {
+                return Err(s3_error!(
+                    BucketAlreadyOwnedByYou,
+                    "Your previous request to create the named bucket succeeded and you already own it."
+                ));
+            }
+            Found::File => {
+                return Err(s3_error!(
+                    BucketAlreadyExists,
+                    "A file of that name is at the top of your tree."
+                ));
+            }
+            Found::Missing => {}
+        }
+        let prefix = bucket_prefix(bucket)?;
+        self.files
+            .make_folder(caller.owner(), &prefix, &LockTokens::default())
+            .await
+            .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
+        Ok(S3Response::new(CreateBucketOutput {
+            location: Some(format!("/{bucket}")),
+        }))
+    }
+
+    pub(super) async fn head_bucket_(
+        &self,
+        req: S3Request<HeadBucketInput>,
+    ) -> S3Result<S3Response<HeadBucketOutput>> {
+        let caller = caller(&req)?;
+        self.require_bucket(caller.owner(), &req.input.bucket)
+            .await?;
+        Ok(S3Response::new(HeadBucketOutput::default()))
+    }
+
+    pub(super) async fn delete_bucket_(
+        &self,
+        req: S3Request<DeleteBucketInput>,
+    ) -> S3Result<S3Response<DeleteBucketOutput>> {
+        let caller = caller(&req)?;
+        let owner = caller.owner();
+        let bucket = &req.input.bucket;
+        self.require_bucket(owner, bucket).await?;
+        let prefix = bucket_prefix(bucket)?;
+        // Anything in it (a file, or a folder made on purpose) keeps it.
+        let inside = self
+            .files
+            .list_page(owner, &prefix, None, 1)
+            .await
+            .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
+        if !inside.entries.is_empty() {
+            return Err(s3_error!(
+                BucketNotEmpty,
+                "The bucket you tried to delete is not empty"
+            ));
+        }
+        self.files
+            .delete_folder(owner, &prefix, &LockTokens::default())
+            .await
+            .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
+        Ok(S3Response::with_status(
+            DeleteBucketOutput::default(),
+            axum::http::StatusCode::NO_CONTENT,
+        ))
+    }
+
+    pub(super) async fn get_bucket_location_(
+        &self,
+        req: S3Request<GetBucketLocationInput>,
+    ) -> S3Result<S3Response<GetBucketLocationOutput>> {
+        let caller = caller(&req)?;
+        self.require_bucket(caller.owner(), &req.input.bucket)
+            .await?;
+        // us-east-1, which S3 writes as no constraint at all.
+        Ok(S3Response::new(GetBucketLocationOutput::default()))
+    }
+}

@@ -1,0 +1,66 @@
+//! The file service's errors in S3's dialect: S3's codes and statuses,
+//! chosen for what S3 clients do with them (retry a 503 `SlowDown`, stop
+//! at a 4xx).
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use s3s::{S3Error, S3ErrorCode};
+
+use crate::error::AppError;
+
+/// What an object operation answers for `error`.
+pub(super) fn object_error(error: AppError) -> S3Error {
+    s3_error_of(error, S3ErrorCode::NoSuchKey)
+}
+
+/// `error` in S3's dialect; `not_found` is the code for a missing file.
+pub(super) fn s3_error_of(error: AppError, not_found: S3ErrorCode) -> S3Error {
+    let message = error.to_string();
+    let (code, status) = match &error {
+        AppError::NotFound(_) => (not_found, None),
+        AppError::BadPath(_) => (S3ErrorCode::InvalidArgument, None),
+        AppError::BadRequest(_) => (S3ErrorCode::InvalidRequest, None),
+        AppError::AlreadyExists(_) | AppError::PreconditionFailed(_) => {
+            (S3ErrorCode::PreconditionFailed, None)
+        }
+        AppError::BodyTooLarge { .. }
+        | AppError::InstanceMemory { .. }
+        | AppError::OverBudget(_) => (S3ErrorCode::EntityTooLarge, None),
+        AppError::RangeNotSatisfiable { .. } => (S3ErrorCode::InvalidRange, None),
+        // The memory budget (or every instance) is taken now: clients back
+        // off and retry a SlowDown.
+        AppError::Unavailable(_) | AppError::TooManyAttempts { .. } => {
+            let mut error = S3Error::with_message(S3ErrorCode::SlowDown, message);
+            let mut headers = HeaderMap::new();
+            headers.insert("retry-after", HeaderValue::from_static("1"));
+            error.set_headers(headers);
+            return error;
+        }
+        // No retry makes room: a 4xx, so clients stop and say why.
+        AppError::QuotaExceeded(_) => (
+            S3ErrorCode::Custom("QuotaExceeded".into()),
+            Some(StatusCode::FORBIDDEN),
+        ),
+        AppError::NoSpace => (
+            S3ErrorCode::Custom("InsufficientStorage".into()),
+            Some(StatusCode::INSUFFICIENT_STORAGE),
+        ),
+        AppError::Unauthorized { .. }
+        | AppError::Forbidden(_)
+        | AppError::Csrf
+        | AppError::BadShare => (S3ErrorCode::AccessDenied, None),
+        AppError::RequestTimeout(_) => (S3ErrorCode::RequestTimeout, None),
+        AppError::Conflict(_) | AppError::Locked(_) => (S3ErrorCode::OperationAborted, None),
+        AppError::MethodNotAllowed(_) => (S3ErrorCode::MethodNotAllowed, None),
+        AppError::UnsupportedMediaType(_) => (S3ErrorCode::InvalidRequest, None),
+        AppError::BadGateway(_) => (S3ErrorCode::ServiceUnavailable, None),
+        AppError::Integrity(_) | AppError::Internal(_) | AppError::NoSuchInstance(_) => {
+            tracing::error!(%error, "an S3 request failed");
+            (S3ErrorCode::InternalError, None)
+        }
+    };
+    let mut s3 = S3Error::with_message(code, message);
+    if let Some(status) = status {
+        s3.set_status_code(status);
+    }
+    s3
+}

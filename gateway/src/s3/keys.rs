@@ -1,0 +1,335 @@
+//! S3 access keys: made by `gateway key create`, their secrets sealed at
+//! rest, and the two checks every request passes: SigV4 (`s3s` verifies
+//! the signature with the secret [`KeyRing`] opens) and who the request
+//! acts for (the key's owner, or the open tree).
+//!
+//! SigV4 needs the secret itself, not a hash of it, so a secret is kept
+//! sealed with ChaCha20-Poly1305 under a master key that lives in a file
+//! beside the gateway (`--s3-master-key-file`), never in the database: a
+//! copy of the database (a backup, a dump, a read-only leak) reveals no
+//! secret. Every gateway of one store, and the CLI, read the same file.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use chacha20poly1305::aead::{Aead as _, KeyInit as _, Payload};
+use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
+use s3s::access::{S3Access, S3AccessContext};
+use s3s::auth::{S3Auth, SecretKey};
+use s3s::{S3Result, s3_error};
+use volume::accounts::{Accounts, S3Key, User};
+use volume::{Owner, now_ms};
+
+use crate::auth::{Authenticator, Caller, Via, addressed_to_loopback};
+
+/// How long a key looked up is trusted before it is read again: a revoked
+/// key stops working within this.
+const KEY_CACHE_FOR: Duration = Duration::from_secs(1);
+
+/// Most keys remembered at once (a flood of unknown keys must not grow it
+/// without bound).
+const KEY_CACHE_ENTRIES: usize = 4096;
+
+/// The key secrets are sealed with.
+#[derive(Clone)]
+pub struct MasterKey(Key);
+
+impl std::fmt::Debug for MasterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MasterKey(..)")
+    }
+}
+
+impl MasterKey {
+    /// The master key in `path` (64 hex digits), made there (readable by
+    /// its owner only) if the file does not exist.
+    pub fn load_or_create(path: &Path) -> anyhow::Result<Self> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                let bytes = hex::decode(text.trim())
+                    .ok()
+                    .filter(|bytes| bytes.len() == 32)
+                    .with_context(|| {
+                        format!(
+                            "{} does not hold a master key (64 hex digits)",
+                            path.display()
+                        )
+                    })?;
+                Ok(Self(*Key::from_slice(&bytes)))
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                let bytes: [u8; 32] = rand::random();
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                write_private(path, &hex::encode(bytes))
+                    .with_context(|| format!("writing the master key {}", path.display()))?;
+                Ok(Self(*Key::from_slice(&bytes)))
+            }
+            Err(error) => {
+                Err(error).with_context(|| format!("reading the master key {}", path.display()))
+            }
+        }
+    }
+
+    /// `secret` sealed for `access_key`: base64 of nonce then ciphertext.
+    fn seal(&self, access_key: &str, secret: &str) -> String {
+        let nonce: [u8; 12] = rand::random();
+        let sealed = ChaCha20Poly1305::new(&self.0)
+            .encrypt(
+                Nonce::from_slice(&nonce),
+                Payload {
+                    msg: secret.as_bytes(),
+                    aad: access_key.as_bytes(),
+                },
+            )
+            .unwrap_or_default();
+        STANDARD.encode([nonce.as_slice(), &sealed].concat())
+    }
+
+    /// The secret `sealed` holds for `access_key`; `None` if it was sealed
+    /// under another master key (or for another key) or is damaged.
+    fn open(&self, access_key: &str, sealed: &str) -> Option<String> {
+        let bytes = STANDARD.decode(sealed).ok()?;
+        if bytes.len() < 12 {
+            return None;
+        }
+        let (nonce, sealed) = bytes.split_at(12);
+        let secret = ChaCha20Poly1305::new(&self.0)
+            .decrypt(
+                Nonce::from_slice(nonce),
+                Payload {
+                    msg: sealed,
+                    aad: access_key.as_bytes(),
+                },
+            )
+            .ok()?;
+        String::from_utf8(secret).ok()
+    }
+}
+
+/// Create `path` with `text`, readable and writable by its owner alone.
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()
+}
+
+/// A new key for `owner`: its id and its secret, which only this returns.
+pub async fn create_key(
+    accounts: &Accounts,
+    master: &MasterKey,
+    owner: Owner,
+    label: &str,
+) -> anyhow::Result<(String, String)> {
+    const BASE32: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    let id: String = std::iter::once("WS".to_owned())
+        .chain((0..18).map(|_| {
+            let index = usize::from(rand::random::<u8>() % 32);
+            char::from(BASE32[index]).to_string()
+        }))
+        .collect();
+    let secret = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 30]>());
+    accounts
+        .add_s3_key(&S3Key {
+            access_key: id.clone(),
+            owner,
+            label: label.to_owned(),
+            sealed: master.seal(&id, &secret),
+            created_ms: now_ms(),
+        })
+        .await?;
+    Ok((id, secret))
+}
+
+/// A key as a request needs it: its row and its user.
+#[derive(Debug, Clone)]
+struct Known {
+    key: S3Key,
+    /// The key's user (`None` for the open tree's keys).
+    user: Option<User>,
+}
+
+/// The keys, looked up by id (and remembered for [`KEY_CACHE_FOR`]), and
+/// the two checks `s3s` asks of every request.
+#[derive(Debug, Clone)]
+pub(crate) struct KeyRing {
+    auth: Arc<Authenticator>,
+    master: MasterKey,
+    cache: Arc<Mutex<HashMap<String, (Option<Known>, Instant)>>>,
+}
+
+impl KeyRing {
+    pub(crate) fn new(auth: Arc<Authenticator>, master: MasterKey) -> Self {
+        Self {
+            auth,
+            master,
+            cache: Arc::default(),
+        }
+    }
+
+    /// The key `access_key`, if it exists and its user still does.
+    async fn find(&self, access_key: &str) -> S3Result<Option<Known>> {
+        {
+            let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((known, at)) = cache.get(access_key)
+                && at.elapsed() < KEY_CACHE_FOR
+            {
+                return Ok(known.clone());
+            }
+        }
+        let accounts = self.auth.accounts();
+        let key = accounts
+            .s3_key(access_key)
+            .await
+            .map_err(|error| s3_error!(InternalError, "{error}"))?;
+        let known = match key {
+            None => None,
+            Some(key) if key.owner == Owner::OPEN => Some(Known { key, user: None }),
+            Some(key) => {
+                let user = match key.owner.user_id() {
+                    Some(id) => accounts
+                        .user(id)
+                        .await
+                        .map_err(|error| s3_error!(InternalError, "{error}"))?,
+                    None => None,
+                };
+                user.map(|user| Known {
+                    key,
+                    user: Some(user),
+                })
+            }
+        };
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if cache.len() >= KEY_CACHE_ENTRIES {
+            cache.retain(|_, (_, at)| at.elapsed() < KEY_CACHE_FOR);
+            if cache.len() >= KEY_CACHE_ENTRIES {
+                cache.clear();
+            }
+        }
+        cache.insert(access_key.to_owned(), (known.clone(), Instant::now()));
+        Ok(known)
+    }
+}
+
+#[async_trait::async_trait]
+impl S3Auth for KeyRing {
+    async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
+        let known = self.find(access_key).await?.ok_or_else(|| {
+            s3_error!(
+                InvalidAccessKeyId,
+                "The AWS Access Key Id you provided does not exist in our records."
+            )
+        })?;
+        let secret = self
+            .master
+            .open(access_key, &known.key.sealed)
+            .ok_or_else(|| {
+                tracing::error!(
+                    access_key,
+                    "an S3 key's secret does not open with this gateway's master key \
+                     (--s3-master-key-file): is it the same file on every gateway?"
+                );
+                s3_error!(
+                    InternalError,
+                    "the key's secret cannot be read on this gateway"
+                )
+            })?;
+        Ok(SecretKey::from(secret))
+    }
+}
+
+#[async_trait::async_trait]
+impl S3Access for KeyRing {
+    /// Who the request acts for, into its extensions as a [`Caller`]: a
+    /// signed request (its signature checked already) acts for its key's
+    /// owner; an anonymous one is served only by an open gateway, as the
+    /// open tree, like every other protocol.
+    async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        let open = self
+            .auth
+            .is_open()
+            .await
+            .map_err(|error| s3_error!(InternalError, "{error}"))?;
+        let caller = match cx.credentials() {
+            Some(credentials) => {
+                let known = self
+                    .find(&credentials.access_key)
+                    .await?
+                    .ok_or_else(|| s3_error!(InvalidAccessKeyId, "The access key was revoked."))?;
+                match known.user {
+                    Some(user) => Caller::User {
+                        user,
+                        via: Via::Token,
+                    },
+                    // The open tree's keys work only while it is open.
+                    None if open => Caller::Open,
+                    None => {
+                        return Err(s3_error!(
+                            InvalidAccessKeyId,
+                            "This key belongs to the open tree, which closed when the first \
+                             user was created: create a key for a user."
+                        ));
+                    }
+                }
+            }
+            None if open => {
+                if !addressed_to_loopback(cx.headers()) {
+                    return Err(s3_error!(
+                        AccessDenied,
+                        "A gateway without users answers only requests addressed to \
+                         localhost or a loopback address."
+                    ));
+                }
+                Caller::Open
+            }
+            None => return Err(s3_error!(AccessDenied, "Anonymous access is not allowed.")),
+        };
+        cx.extensions_mut().insert(caller);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sealed_secret_opens_only_with_its_master_key_and_key_id() {
+        let master = MasterKey(*Key::from_slice(&[7; 32]));
+        let other = MasterKey(*Key::from_slice(&[8; 32]));
+        let sealed = master.seal("WSKEY", "the secret");
+        assert!(!sealed.contains("the secret"));
+        assert_eq!(master.open("WSKEY", &sealed).as_deref(), Some("the secret"));
+        assert_eq!(other.open("WSKEY", &sealed), None);
+        assert_eq!(master.open("WSOTHER", &sealed), None);
+        assert_eq!(master.open("WSKEY", "garbage"), None);
+    }
+
+    #[test]
+    fn the_master_key_file_is_made_once_and_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+        let path = dir.path().join("master.key");
+        let made = MasterKey::load_or_create(&path).unwrap_or_else(|error| panic!("{error}"));
+        let mode = std::fs::metadata(&path)
+            .unwrap_or_else(|error| panic!("{error}"))
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let again = MasterKey::load_or_create(&path).unwrap_or_else(|error| panic!("{error}"));
+        let sealed = made.seal("WSKEY", "x");
+        assert_eq!(again.open("WSKEY", &sealed).as_deref(), Some("x"));
+    }
+}

@@ -1,0 +1,338 @@
+//! `ListObjects` and `ListObjectsV2`: the files under a bucket as one flat
+//! key space in byte order, with S3's prefix, delimiter (keys sharing what
+//! comes before it are rolled into one common prefix), markers and pages.
+
+use std::ops::Bound;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use s3s::dto::{
+    CommonPrefix, ETag, EncodingType, ListObjectsInput, ListObjectsOutput, ListObjectsV2Input,
+    ListObjectsV2Output, Object, ObjectStorageClass,
+};
+use s3s::{S3Request, S3Response, S3Result, s3_error};
+use volume::{FileMeta, Owner};
+
+use super::error::object_error;
+use super::info::{ObjectInfo, etag_of};
+use super::{S3Api, caller, timestamp};
+
+/// Most keys one page holds (S3's limit).
+const MAX_KEYS: usize = 1000;
+
+/// Rows read from the index at a time.
+const SCAN_BATCH: usize = 1000;
+
+/// What `encoding-type=url` leaves as it is (what S3 does: unreserved
+/// characters and `/`).
+const KEY_SAFE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');
+
+/// One page of a listing.
+struct Page {
+    objects: Vec<FileMeta>,
+    prefixes: Vec<String>,
+    truncated: bool,
+    /// The last key or common prefix of the page, where the next begins.
+    last: Option<String>,
+}
+
+/// A listing request, in the terms both versions share.
+struct Query<'a> {
+    bucket: &'a str,
+    prefix: &'a str,
+    delimiter: Option<&'a str>,
+    /// List keys strictly after this.
+    after: Option<String>,
+    max_keys: usize,
+}
+
+/// The smallest string above every string that starts with `prefix`
+/// (`None` if there is none): paths compare bytewise, which for UTF-8 is
+/// the order of code points.
+fn past_prefix(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let mut next = u32::from(last) + 1;
+        if (0xD800..=0xDFFF).contains(&next) {
+            next = 0xE000;
+        }
+        if let Some(next) = char::from_u32(next) {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
+impl S3Api {
+    /// One page of `query` over `owner`'s tree.
+    async fn list_page(&self, owner: Owner, query: &Query<'_>) -> S3Result<Page> {
+        self.require_bucket(owner, query.bucket).await?;
+        let root = format!("{}/", query.bucket);
+        let base = format!("{root}{}", query.prefix);
+        let upper = past_prefix(&base);
+        let mut page = Page {
+            objects: Vec::new(),
+            prefixes: Vec::new(),
+            truncated: false,
+            last: None,
+        };
+        if query.max_keys == 0 {
+            return Ok(page);
+        }
+        let mut lower = match &query.after {
+            Some(after) if format!("{root}{after}") >= base => {
+                Bound::Excluded(format!("{root}{after}"))
+            }
+            _ => Bound::Included(base.clone()),
+        };
+        'scan: loop {
+            let from = match &lower {
+                Bound::Included(bound) => Bound::Included(bound.as_str()),
+                Bound::Excluded(bound) => Bound::Excluded(bound.as_str()),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            let rows = self
+                .files
+                .scan(owner, from, upper.as_deref(), SCAN_BATCH)
+                .await
+                .map_err(object_error)?;
+            let exhausted = rows.len() < SCAN_BATCH;
+            for row in rows {
+                let key = row.path[root.len()..].to_owned();
+                let rolled = query
+                    .delimiter
+                    .filter(|delimiter| !delimiter.is_empty())
+                    .and_then(|delimiter| {
+                        key[query.prefix.len()..]
+                            .find(delimiter)
+                            .map(|at| key[..query.prefix.len() + at + delimiter.len()].to_owned())
+                    });
+                let entry = rolled.clone().unwrap_or_else(|| key.clone());
+                let is_prefix = rolled.is_some();
+                // A common prefix the marker already passed (the marker is
+                // that prefix, or a key inside it) was listed before.
+                let seen = rolled.as_ref().is_some_and(|common| {
+                    query
+                        .after
+                        .as_ref()
+                        .is_some_and(|after| after.as_str() >= common.as_str())
+                });
+                if !seen {
+                    if page.objects.len() + page.prefixes.len() == query.max_keys {
+                        page.truncated = true;
+                        break 'scan;
+                    }
+                    if is_prefix {
+                        page.prefixes.push(entry.clone());
+                    } else {
+                        page.objects.push(row);
+                    }
+                    page.last = Some(entry);
+                }
+                if let Some(common) = &rolled {
+                    // Skip everything under this common prefix at once.
+                    match past_prefix(&format!("{root}{common}")) {
+                        Some(past) => lower = Bound::Included(past),
+                        None => break 'scan,
+                    }
+                    continue 'scan;
+                }
+                lower = Bound::Excluded(format!("{root}{key}"));
+            }
+            if exhausted {
+                break;
+            }
+        }
+        Ok(page)
+    }
+}
+
+/// The keys of a page as S3 lists them.
+fn objects(page: &Page, root_len: usize, encode: bool) -> Vec<Object> {
+    page.objects
+        .iter()
+        .map(|meta| {
+            let info = ObjectInfo::of(meta);
+            Object {
+                key: Some(encoded(&meta.path[root_len..], encode)),
+                size: Some(i64::try_from(meta.size).unwrap_or(i64::MAX)),
+                e_tag: Some(ETag::Strong(etag_of(meta, info.as_ref()))),
+                last_modified: Some(timestamp(meta.modified_ms)),
+                storage_class: Some(ObjectStorageClass::from_static(
+                    ObjectStorageClass::STANDARD,
+                )),
+                ..Object::default()
+            }
+        })
+        .collect()
+}
+
+fn common_prefixes(page: &Page, encode: bool) -> Vec<CommonPrefix> {
+    page.prefixes
+        .iter()
+        .map(|prefix| CommonPrefix {
+            prefix: Some(encoded(prefix, encode)),
+        })
+        .collect()
+}
+
+fn encoded(text: &str, encode: bool) -> String {
+    if encode {
+        utf8_percent_encode(text, KEY_SAFE).to_string()
+    } else {
+        text.to_owned()
+    }
+}
+
+/// Whether the request asked for `encoding-type=url`; any other value is
+/// refused, as S3 does.
+fn url_encoding(encoding: Option<&EncodingType>) -> S3Result<bool> {
+    match encoding {
+        None => Ok(false),
+        Some(encoding) if encoding.as_str() == EncodingType::URL => Ok(true),
+        Some(_) => Err(s3_error!(
+            InvalidArgument,
+            "Invalid Encoding Method specified in Request"
+        )),
+    }
+}
+
+fn max_keys(asked: Option<i32>) -> S3Result<usize> {
+    match asked {
+        None => Ok(MAX_KEYS),
+        Some(asked) if asked < 0 => Err(s3_error!(
+            InvalidArgument,
+            "Argument maxKeys must be an integer between 0 and 2147483647"
+        )),
+        Some(asked) => Ok(usize::try_from(asked).unwrap_or(MAX_KEYS).min(MAX_KEYS)),
+    }
+}
+
+/// A continuation token: where the next page begins, opaque to clients.
+fn token_of(last: &str) -> String {
+    URL_SAFE_NO_PAD.encode(last)
+}
+
+fn token_key(token: &str) -> S3Result<String> {
+    URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .ok_or_else(|| {
+            s3_error!(
+                InvalidArgument,
+                "The continuation token provided is incorrect"
+            )
+        })
+}
+
+impl S3Api {
+    pub(super) async fn list_objects_(
+        &self,
+        req: S3Request<ListObjectsInput>,
+    ) -> S3Result<S3Response<ListObjectsOutput>> {
+        let caller = caller(&req)?;
+        let input = req.input;
+        let encode = url_encoding(input.encoding_type.as_ref())?;
+        let prefix = input.prefix.clone().unwrap_or_default();
+        let query = Query {
+            bucket: &input.bucket,
+            prefix: &prefix,
+            delimiter: input.delimiter.as_deref(),
+            after: input.marker.clone().filter(|marker| !marker.is_empty()),
+            max_keys: max_keys(input.max_keys)?,
+        };
+        let page = self.list_page(caller.owner(), &query).await?;
+        let root_len = input.bucket.len() + 1;
+        Ok(S3Response::new(ListObjectsOutput {
+            name: Some(input.bucket.clone()),
+            prefix: Some(encoded(&prefix, encode)),
+            marker: Some(encoded(input.marker.as_deref().unwrap_or_default(), encode)),
+            max_keys: Some(i32::try_from(query.max_keys).unwrap_or(i32::MAX)),
+            is_truncated: Some(page.truncated),
+            contents: Some(objects(&page, root_len, encode)),
+            common_prefixes: Some(common_prefixes(&page, encode)),
+            delimiter: input
+                .delimiter
+                .as_deref()
+                .map(|delimiter| encoded(delimiter, encode)),
+            next_marker: page
+                .truncated
+                .then(|| page.last.as_deref().map(|last| encoded(last, encode)))
+                .flatten(),
+            encoding_type: input.encoding_type,
+            ..ListObjectsOutput::default()
+        }))
+    }
+
+    pub(super) async fn list_objects_v2_(
+        &self,
+        req: S3Request<ListObjectsV2Input>,
+    ) -> S3Result<S3Response<ListObjectsV2Output>> {
+        let caller = caller(&req)?;
+        let input = req.input;
+        let encode = url_encoding(input.encoding_type.as_ref())?;
+        let prefix = input.prefix.clone().unwrap_or_default();
+        let after = match &input.continuation_token {
+            Some(token) => Some(token_key(token)?),
+            None => input.start_after.clone().filter(|after| !after.is_empty()),
+        };
+        let query = Query {
+            bucket: &input.bucket,
+            prefix: &prefix,
+            delimiter: input.delimiter.as_deref(),
+            after,
+            max_keys: max_keys(input.max_keys)?,
+        };
+        let page = self.list_page(caller.owner(), &query).await?;
+        let root_len = input.bucket.len() + 1;
+        let contents = objects(&page, root_len, encode);
+        let prefixes = common_prefixes(&page, encode);
+        let key_count = contents.len() + prefixes.len();
+        Ok(S3Response::new(ListObjectsV2Output {
+            name: Some(input.bucket.clone()),
+            prefix: Some(encoded(&prefix, encode)),
+            max_keys: Some(i32::try_from(query.max_keys).unwrap_or(i32::MAX)),
+            key_count: Some(i32::try_from(key_count).unwrap_or(i32::MAX)),
+            continuation_token: input.continuation_token,
+            is_truncated: Some(page.truncated),
+            next_continuation_token: page
+                .truncated
+                .then(|| page.last.as_deref().map(token_of))
+                .flatten(),
+            contents: Some(contents),
+            common_prefixes: Some(prefixes),
+            delimiter: input
+                .delimiter
+                .as_deref()
+                .map(|delimiter| encoded(delimiter, encode)),
+            encoding_type: input.encoding_type,
+            start_after: input
+                .start_after
+                .as_deref()
+                .map(|after| encoded(after, encode)),
+            ..ListObjectsV2Output::default()
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::past_prefix;
+
+    #[test]
+    fn past_a_prefix_is_above_everything_that_starts_with_it() {
+        assert_eq!(past_prefix("a/").as_deref(), Some("a0"));
+        assert_eq!(past_prefix("photos/2024").as_deref(), Some("photos/2025"));
+        let past = past_prefix("é").unwrap_or_default();
+        assert!(past.as_str() > "é\u{10FFFF}zzz");
+        assert_eq!(past_prefix(""), None);
+    }
+}

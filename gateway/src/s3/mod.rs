@@ -1,0 +1,246 @@
+//! The S3 API, on its own listener (`--s3-listen`): an adapter over the
+//! file service, like REST and WebDAV. A bucket is a top-level folder of
+//! its owner's tree and an object key the path under it, so
+//! `s3://photos/2024/beach.jpg` is `/files/photos/2024/beach.jpg` and
+//! `/dav/photos/2024/beach.jpg` of the same user: one namespace, three
+//! protocols.
+//!
+//! `s3s` parses requests, verifies SigV4 (header, presigned URL, streaming
+//! chunks and trailers) and writes S3's XML; this module answers each
+//! operation from the file service.
+//!
+//! - `keys`: access keys, their sealed secrets, and who a request acts for.
+//! - `buckets`: listing, creating, checking and deleting buckets.
+//! - `objects`: objects put, read, copied and deleted.
+//! - `listing`: `ListObjects` and `ListObjectsV2` over the flat key space.
+//! - `multipart`: multipart uploads as upload sessions of the service.
+//! - `info`: what S3 keeps of an object, and the checks a body passes.
+//! - `error`: the service's errors in S3's codes.
+
+mod buckets;
+mod error;
+mod info;
+pub mod keys;
+mod listing;
+mod multipart;
+mod objects;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::error_handling::HandleError;
+use axum::http::StatusCode;
+use s3s::dto::Timestamp;
+use s3s::service::S3ServiceBuilder;
+use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
+use tower_http::trace::TraceLayer;
+use volume::{FilePath, PathError, Prefix};
+
+use crate::auth::{Authenticator, Caller};
+use crate::service::FileService;
+
+pub use keys::MasterKey;
+
+/// The S3 API's HTTP interface, for `server::serve`.
+pub(crate) fn router(files: FileService, auth: Arc<Authenticator>, master: MasterKey) -> Router {
+    let keys = keys::KeyRing::new(auth, master);
+    let mut builder = S3ServiceBuilder::new(S3Api { files });
+    builder.set_auth(keys.clone());
+    builder.set_access(keys);
+    let service = builder.build();
+    Router::new()
+        .fallback_service(HandleError::new(
+            service,
+            |error: s3s::HttpError| async move {
+                tracing::error!(?error, "the S3 service failed");
+                StatusCode::INTERNAL_SERVER_ERROR
+            },
+        ))
+        .layer(TraceLayer::new_for_http())
+}
+
+/// The S3 operations, answered by the file service.
+#[derive(Debug, Clone)]
+struct S3Api {
+    files: FileService,
+}
+
+/// The caller `s3s`'s access check found for `req` (see `keys`).
+fn caller<T>(req: &S3Request<T>) -> S3Result<Caller> {
+    req.extensions
+        .get::<Caller>()
+        .cloned()
+        .ok_or_else(|| s3_error!(AccessDenied))
+}
+
+/// The folder of bucket `bucket`.
+fn bucket_prefix(bucket: &str) -> S3Result<Prefix> {
+    Prefix::parse(bucket).map_err(|_| s3_error!(InvalidBucketName))
+}
+
+/// The file of `key` in bucket `bucket`.
+fn object_path(bucket: &str, key: &str) -> S3Result<FilePath> {
+    if key.is_empty() {
+        return Err(s3_error!(
+            InvalidArgument,
+            "An object key may not be empty."
+        ));
+    }
+    FilePath::parse(&format!("{bucket}/{key}")).map_err(|error| match error {
+        PathError::TooLong(_) => s3_error!(KeyTooLongError),
+        error => S3Error::with_message(
+            S3ErrorCode::InvalidArgument,
+            format!("This store cannot keep the key {key:?}: {error}"),
+        ),
+    })
+}
+
+/// Milliseconds since the epoch as S3's timestamp.
+fn timestamp(ms: i64) -> Timestamp {
+    let at = std::time::UNIX_EPOCH
+        + std::time::Duration::from_millis(u64::try_from(ms).unwrap_or_default());
+    Timestamp::from(at)
+}
+
+#[async_trait::async_trait]
+impl S3 for S3Api {
+    async fn list_buckets(
+        &self,
+        req: S3Request<s3s::dto::ListBucketsInput>,
+    ) -> S3Result<S3Response<s3s::dto::ListBucketsOutput>> {
+        self.list_buckets_(req).await
+    }
+
+    async fn create_bucket(
+        &self,
+        req: S3Request<s3s::dto::CreateBucketInput>,
+    ) -> S3Result<S3Response<s3s::dto::CreateBucketOutput>> {
+        self.create_bucket_(req).await
+    }
+
+    async fn head_bucket(
+        &self,
+        req: S3Request<s3s::dto::HeadBucketInput>,
+    ) -> S3Result<S3Response<s3s::dto::HeadBucketOutput>> {
+        self.head_bucket_(req).await
+    }
+
+    async fn delete_bucket(
+        &self,
+        req: S3Request<s3s::dto::DeleteBucketInput>,
+    ) -> S3Result<S3Response<s3s::dto::DeleteBucketOutput>> {
+        self.delete_bucket_(req).await
+    }
+
+    async fn get_bucket_location(
+        &self,
+        req: S3Request<s3s::dto::GetBucketLocationInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetBucketLocationOutput>> {
+        self.get_bucket_location_(req).await
+    }
+
+    async fn put_object(
+        &self,
+        req: S3Request<s3s::dto::PutObjectInput>,
+    ) -> S3Result<S3Response<s3s::dto::PutObjectOutput>> {
+        self.put_object_(req).await
+    }
+
+    async fn get_object(
+        &self,
+        req: S3Request<s3s::dto::GetObjectInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetObjectOutput>> {
+        self.get_object_(req).await
+    }
+
+    async fn head_object(
+        &self,
+        req: S3Request<s3s::dto::HeadObjectInput>,
+    ) -> S3Result<S3Response<s3s::dto::HeadObjectOutput>> {
+        self.head_object_(req).await
+    }
+
+    async fn delete_object(
+        &self,
+        req: S3Request<s3s::dto::DeleteObjectInput>,
+    ) -> S3Result<S3Response<s3s::dto::DeleteObjectOutput>> {
+        self.delete_object_(req).await
+    }
+
+    async fn delete_objects(
+        &self,
+        req: S3Request<s3s::dto::DeleteObjectsInput>,
+    ) -> S3Result<S3Response<s3s::dto::DeleteObjectsOutput>> {
+        self.delete_objects_(req).await
+    }
+
+    async fn copy_object(
+        &self,
+        req: S3Request<s3s::dto::CopyObjectInput>,
+    ) -> S3Result<S3Response<s3s::dto::CopyObjectOutput>> {
+        self.copy_object_(req).await
+    }
+
+    async fn list_objects(
+        &self,
+        req: S3Request<s3s::dto::ListObjectsInput>,
+    ) -> S3Result<S3Response<s3s::dto::ListObjectsOutput>> {
+        self.list_objects_(req).await
+    }
+
+    async fn list_objects_v2(
+        &self,
+        req: S3Request<s3s::dto::ListObjectsV2Input>,
+    ) -> S3Result<S3Response<s3s::dto::ListObjectsV2Output>> {
+        self.list_objects_v2_(req).await
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<s3s::dto::CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<s3s::dto::CreateMultipartUploadOutput>> {
+        self.create_multipart_upload_(req).await
+    }
+
+    async fn upload_part(
+        &self,
+        req: S3Request<s3s::dto::UploadPartInput>,
+    ) -> S3Result<S3Response<s3s::dto::UploadPartOutput>> {
+        self.upload_part_(req).await
+    }
+
+    async fn upload_part_copy(
+        &self,
+        req: S3Request<s3s::dto::UploadPartCopyInput>,
+    ) -> S3Result<S3Response<s3s::dto::UploadPartCopyOutput>> {
+        self.upload_part_copy_(req).await
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<s3s::dto::CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<s3s::dto::CompleteMultipartUploadOutput>> {
+        self.complete_multipart_upload_(req).await
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<s3s::dto::AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<s3s::dto::AbortMultipartUploadOutput>> {
+        self.abort_multipart_upload_(req).await
+    }
+
+    async fn list_parts(
+        &self,
+        req: S3Request<s3s::dto::ListPartsInput>,
+    ) -> S3Result<S3Response<s3s::dto::ListPartsOutput>> {
+        self.list_parts_(req).await
+    }
+
+    async fn list_multipart_uploads(
+        &self,
+        req: S3Request<s3s::dto::ListMultipartUploadsInput>,
+    ) -> S3Result<S3Response<s3s::dto::ListMultipartUploadsOutput>> {
+        self.list_multipart_uploads_(req).await
+    }
+}

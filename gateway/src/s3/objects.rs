@@ -1,0 +1,758 @@
+//! Objects: put (checked against `Content-MD5` and any checksum, its MD5
+//! kept as the ETag), read whole or by range with S3's conditionals and
+//! overrides, copied as a row (never bytes), deleted.
+
+use std::collections::BTreeMap;
+
+use s3s::dto::{
+    CopyObjectInput, CopyObjectOutput, CopyObjectResult, CopySource, DeleteObjectInput,
+    DeleteObjectOutput, DeleteObjectsInput, DeleteObjectsOutput, DeletedObject, ETag,
+    ETagCondition, GetObjectInput, GetObjectOutput, HeadObjectInput, HeadObjectOutput,
+    MetadataDirective, PutObjectInput, PutObjectOutput, Range, StreamingBlob, Timestamp,
+    TimestampFormat,
+};
+use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
+use volume::{FileMeta, FilePath, Owner, Prefix};
+
+use crate::error::AppError;
+use crate::runtime::ByteRange;
+use crate::service::{LockTokens, ReadBody, StoreOptions, TransferRequest, Want};
+
+use super::error::object_error;
+use super::info::{
+    Algorithm, Checked, ChecksumFields, ObjectInfo, StoredChecksum, Verdict, declared_checksum,
+    etag_of,
+};
+use super::{S3Api, caller, object_path, timestamp};
+
+/// The hex MD5 of no bytes: the ETag of an empty object (a folder marker).
+const EMPTY_MD5: &str = "d41d8cd98f00b204e9800998ecf8427e";
+
+/// An object as a read found it.
+struct Found {
+    meta: FileMeta,
+    info: Option<ObjectInfo>,
+    etag: String,
+}
+
+/// The conditional headers of a read.
+struct Conditions<'a> {
+    if_match: Option<&'a ETagCondition>,
+    if_none_match: Option<&'a ETagCondition>,
+    if_modified_since: Option<&'a Timestamp>,
+    if_unmodified_since: Option<&'a Timestamp>,
+}
+
+impl Conditions<'_> {
+    /// RFC 9110's order: `If-Match`, else `If-Unmodified-Since`, fail with
+    /// 412; then `If-None-Match`, else `If-Modified-Since`, answer 304.
+    fn check(&self, etag: &str, modified_ms: i64) -> S3Result<()> {
+        let modified = modified_ms.div_euclid(1000);
+        match (self.if_match, self.if_unmodified_since) {
+            (Some(condition), _) if !matches(condition, etag) => {
+                return Err(precondition_failed());
+            }
+            (None, Some(since)) if modified > epoch_seconds(since) => {
+                return Err(precondition_failed());
+            }
+            _ => {}
+        }
+        match (self.if_none_match, self.if_modified_since) {
+            (Some(condition), _) if matches(condition, etag) => Err(not_modified()),
+            (None, Some(since)) if modified <= epoch_seconds(since) => Err(not_modified()),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn matches(condition: &ETagCondition, etag: &str) -> bool {
+    match condition {
+        ETagCondition::Any => true,
+        ETagCondition::ETag(ETag::Strong(value) | ETag::Weak(value)) => value == etag,
+    }
+}
+
+fn precondition_failed() -> S3Error {
+    s3_error!(
+        PreconditionFailed,
+        "At least one of the pre-conditions you specified did not hold"
+    )
+}
+
+fn not_modified() -> S3Error {
+    S3Error::new(S3ErrorCode::NotModified)
+}
+
+/// Seconds since the epoch of `at`.
+fn epoch_seconds(at: &Timestamp) -> i64 {
+    let mut text = Vec::new();
+    if at.format(TimestampFormat::EpochSeconds, &mut text).is_err() {
+        return 0;
+    }
+    let text = String::from_utf8_lossy(&text);
+    text.split('.')
+        .next()
+        .and_then(|whole| whole.parse().ok())
+        .unwrap_or(0)
+}
+
+fn http_date(text: &str) -> Option<Timestamp> {
+    Timestamp::parse(TimestampFormat::HttpDate, text).ok()
+}
+
+impl S3Api {
+    /// The object `key` of `bucket` in `owner`'s tree, or S3's error for
+    /// its absence (`NoSuchBucket` when the bucket is missing too).
+    async fn find_object(&self, owner: Owner, bucket: &str, path: &FilePath) -> S3Result<Found> {
+        match self.files.stat(owner, path).await {
+            Ok(meta) => {
+                let info = ObjectInfo::of(&meta);
+                let etag = etag_of(&meta, info.as_ref());
+                Ok(Found { meta, info, etag })
+            }
+            Err(AppError::NotFound(_)) => {
+                self.require_bucket(owner, bucket).await?;
+                Err(s3_error!(NoSuchKey, "The specified key does not exist."))
+            }
+            Err(error) => Err(object_error(error)),
+        }
+    }
+
+    /// A folder marker (`key/`) as an empty object, if that folder exists.
+    async fn find_marker(&self, owner: Owner, bucket: &str, key: &str) -> S3Result<()> {
+        let prefix = Prefix::parse(&format!("{bucket}/{key}"))
+            .map_err(|error| s3_error!(InvalidArgument, "{error}"))?;
+        let exists = self
+            .files
+            .folder_exists(owner, &prefix)
+            .await
+            .map_err(object_error)?;
+        if exists {
+            Ok(())
+        } else {
+            self.require_bucket(owner, bucket).await?;
+            Err(s3_error!(NoSuchKey, "The specified key does not exist."))
+        }
+    }
+
+    pub(super) async fn put_object_(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        let caller = caller(&req)?;
+        let owner = caller.owner();
+        let declared = declared_checksum(
+            [
+                (Algorithm::Crc32, req.input.checksum_crc32.as_ref()),
+                (Algorithm::Crc32c, req.input.checksum_crc32c.as_ref()),
+                (Algorithm::Crc64Nvme, req.input.checksum_crc64nvme.as_ref()),
+                (Algorithm::Sha1, req.input.checksum_sha1.as_ref()),
+                (Algorithm::Sha256, req.input.checksum_sha256.as_ref()),
+            ],
+            req.input.checksum_algorithm.as_ref(),
+            &req.headers,
+        )?;
+        let trailers = req.trailing_headers.clone();
+        let input = req.input;
+        self.require_bucket(owner, &input.bucket).await?;
+        // A key ending in `/` names a folder (what consoles make as one).
+        if input.key.ends_with('/') {
+            if input.content_length.unwrap_or(0) > 0 {
+                return Err(s3_error!(
+                    InvalidArgument,
+                    "An object whose key ends in '/' is a folder here, and holds no bytes."
+                ));
+            }
+            let prefix = Prefix::parse(&format!("{}/{}", input.bucket, input.key))
+                .map_err(|error| s3_error!(InvalidArgument, "{error}"))?;
+            self.files
+                .make_folder(owner, &prefix, &LockTokens::default())
+                .await
+                .map_err(object_error)?;
+            return Ok(S3Response::new(PutObjectOutput {
+                e_tag: Some(ETag::Strong(EMPTY_MD5.to_owned())),
+                ..PutObjectOutput::default()
+            }));
+        }
+        let path = object_path(&input.bucket, &input.key)?;
+        if let Some(condition) = &input.if_match {
+            let found = self.find_object(owner, &input.bucket, &path).await?;
+            if !matches(condition, &found.etag) {
+                return Err(precondition_failed());
+            }
+        }
+        let verdict = Verdict::default();
+        let body = input.body.unwrap_or_else(|| {
+            StreamingBlob::wrap(futures_util::stream::empty::<
+                Result<bytes::Bytes, std::io::Error>,
+            >())
+        });
+        let checked = Checked::new(
+            body,
+            input.content_md5.as_deref(),
+            declared,
+            trailers,
+            verdict.clone(),
+        )?;
+        let options = StoreOptions {
+            declared: input
+                .content_length
+                .and_then(|length| u64::try_from(length).ok()),
+            content_type: input
+                .content_type
+                .map(|content_type| content_type.to_string()),
+            create_only: matches!(input.if_none_match, Some(ETagCondition::Any)),
+        };
+        let stored = self
+            .files
+            .store(
+                &caller,
+                &path,
+                axum::body::Body::from_stream(checked),
+                options,
+                &LockTokens::default(),
+            )
+            .await;
+        let received = match (verdict.take(), stored) {
+            (Some(Err(refused)), _) => return Err(refused),
+            (_, Err(error)) => return Err(put_error(error)),
+            (Some(Ok(received)), Ok(meta)) => (received, meta),
+            (None, Ok(_)) => {
+                return Err(s3_error!(InternalError, "the body was not read to its end"));
+            }
+        };
+        let (received, meta) = received;
+        let info = ObjectInfo {
+            etag: hex::encode(received.md5),
+            meta: input.metadata.unwrap_or_default().into_iter().collect(),
+            headers: ObjectInfo::stored_headers(
+                input.cache_control.as_ref(),
+                input.content_disposition.as_ref(),
+                input.content_encoding.as_ref(),
+                input.content_language.as_ref(),
+                input.expires.as_ref(),
+            ),
+            checksum: received.checksum.map(|(algorithm, value)| StoredChecksum {
+                algorithm,
+                value,
+                composite: false,
+            }),
+            parts: None,
+        };
+        self.files
+            .set_s3_info(owner, &path, &meta.sha256, &info.to_json())
+            .await
+            .map_err(object_error)?;
+        let fields = ChecksumFields::of(info.checksum.as_ref());
+        Ok(S3Response::new(PutObjectOutput {
+            e_tag: Some(ETag::Strong(info.etag)),
+            checksum_crc32: fields.crc32,
+            checksum_crc32c: fields.crc32c,
+            checksum_crc64nvme: fields.crc64nvme,
+            checksum_sha1: fields.sha1,
+            checksum_sha256: fields.sha256,
+            checksum_type: fields.kind,
+            ..PutObjectOutput::default()
+        }))
+    }
+
+    pub(super) async fn get_object_(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
+        let caller = caller(&req)?;
+        let owner = caller.owner();
+        let input = req.input;
+        if input.key.ends_with('/') {
+            self.find_marker(owner, &input.bucket, &input.key).await?;
+            return Ok(S3Response::new(GetObjectOutput {
+                body: Some(StreamingBlob::from(s3s::Body::empty())),
+                content_length: Some(0),
+                e_tag: Some(ETag::Strong(EMPTY_MD5.to_owned())),
+                ..GetObjectOutput::default()
+            }));
+        }
+        let path = object_path(&input.bucket, &input.key)?;
+        let found = self.find_object(owner, &input.bucket, &path).await?;
+        Conditions {
+            if_match: input.if_match.as_ref(),
+            if_none_match: input.if_none_match.as_ref(),
+            if_modified_since: input.if_modified_since.as_ref(),
+            if_unmodified_since: input.if_unmodified_since.as_ref(),
+        }
+        .check(&found.etag, found.meta.modified_ms)?;
+        if input.part_number.is_some_and(|part| part != 1) {
+            let mut error = S3Error::with_message(
+                S3ErrorCode::Custom("InvalidPartNumber".into()),
+                "The requested partnumber is not satisfiable",
+            );
+            error.set_status_code(axum::http::StatusCode::RANGE_NOT_SATISFIABLE);
+            return Err(error);
+        }
+        let range = input.range.map(|range| match range {
+            Range::Int { first, last } => ByteRange::FirstLast((first, last)),
+            Range::Suffix { length } => ByteRange::Suffix(length),
+        });
+        let read = self
+            .files
+            .read(owner, &path, Want::Content(range), Vec::new())
+            .await
+            .map_err(object_error)?;
+        // Replaced since it was looked at: what S3 kept went with the old
+        // content.
+        let (info, etag) = if read.meta.sha256 == found.meta.sha256 {
+            (found.info, found.etag)
+        } else {
+            let info = ObjectInfo::of(&read.meta);
+            let etag = etag_of(&read.meta, info.as_ref());
+            (info, etag)
+        };
+        let size = read.meta.size;
+        let (body, content_length, content_range) = match read.body {
+            ReadBody::Full(body) => (body, size, None),
+            ReadBody::Partial { first, last, body } => (
+                body,
+                last - first + 1,
+                Some(format!("bytes {first}-{last}/{size}")),
+            ),
+            ReadBody::NotModified | ReadBody::Headers => {
+                return Err(s3_error!(InternalError, "the read gave no content"));
+            }
+        };
+        let whole = content_range.is_none();
+        let mut output = GetObjectOutput {
+            body: Some(StreamingBlob::from(s3s::Body::http_body_unsync(body))),
+            content_length: Some(i64::try_from(content_length).unwrap_or(i64::MAX)),
+            content_range,
+            accept_ranges: Some("bytes".to_owned()),
+            ..GetObjectOutput::default()
+        };
+        let described = Described::of(&read.meta, info.as_ref(), etag);
+        output.e_tag = Some(ETag::Strong(described.etag));
+        output.last_modified = Some(described.last_modified);
+        output.content_type = described.content_type.parse().ok();
+        output.metadata = described.metadata;
+        output.cache_control = described.headers.get("cache-control").cloned();
+        output.content_disposition = described.headers.get("content-disposition").cloned();
+        output.content_encoding = described.headers.get("content-encoding").cloned();
+        output.content_language = described.headers.get("content-language").cloned();
+        output.expires = described
+            .headers
+            .get("expires")
+            .and_then(|text| http_date(text));
+        output.parts_count = info
+            .as_ref()
+            .and_then(|info| info.parts)
+            .map(|parts| parts as i32);
+        if whole && checksum_wanted(input.checksum_mode.as_ref()) {
+            let fields = ChecksumFields::of(info.as_ref().and_then(|info| info.checksum.as_ref()));
+            output.checksum_crc32 = fields.crc32;
+            output.checksum_crc32c = fields.crc32c;
+            output.checksum_crc64nvme = fields.crc64nvme;
+            output.checksum_sha1 = fields.sha1;
+            output.checksum_sha256 = fields.sha256;
+            output.checksum_type = fields.kind;
+        }
+        // The response-* overrides of a (presigned) GET.
+        if let Some(value) = input.response_content_type {
+            output.content_type = value.parse().ok();
+        }
+        if let Some(value) = input.response_cache_control {
+            output.cache_control = Some(value);
+        }
+        if let Some(value) = input.response_content_disposition {
+            output.content_disposition = Some(value);
+        }
+        if let Some(value) = input.response_content_encoding {
+            output.content_encoding = Some(value);
+        }
+        if let Some(value) = input.response_content_language {
+            output.content_language = Some(value);
+        }
+        if let Some(value) = input.response_expires {
+            output.expires = Some(value);
+        }
+        Ok(S3Response::new(output))
+    }
+
+    pub(super) async fn head_object_(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
+        let caller = caller(&req)?;
+        let owner = caller.owner();
+        let input = req.input;
+        if input.key.ends_with('/') {
+            self.find_marker(owner, &input.bucket, &input.key).await?;
+            return Ok(S3Response::new(HeadObjectOutput {
+                content_length: Some(0),
+                e_tag: Some(ETag::Strong(EMPTY_MD5.to_owned())),
+                ..HeadObjectOutput::default()
+            }));
+        }
+        let path = object_path(&input.bucket, &input.key)?;
+        let found = self.find_object(owner, &input.bucket, &path).await?;
+        Conditions {
+            if_match: input.if_match.as_ref(),
+            if_none_match: input.if_none_match.as_ref(),
+            if_modified_since: input.if_modified_since.as_ref(),
+            if_unmodified_since: input.if_unmodified_since.as_ref(),
+        }
+        .check(&found.etag, found.meta.modified_ms)?;
+        let size = found.meta.size;
+        let (content_length, content_range) = match input.range {
+            None => (size, None),
+            Some(range) => {
+                let (first, last) = match range {
+                    Range::Int { first, last } => {
+                        (first, last.unwrap_or(u64::MAX).min(size.saturating_sub(1)))
+                    }
+                    Range::Suffix { length } => {
+                        (size.saturating_sub(length), size.saturating_sub(1))
+                    }
+                };
+                if first >= size || first > last {
+                    return Err(s3_error!(
+                        InvalidRange,
+                        "The requested range is not satisfiable"
+                    ));
+                }
+                (
+                    last - first + 1,
+                    Some(format!("bytes {first}-{last}/{size}")),
+                )
+            }
+        };
+        let whole = content_range.is_none();
+        let described = Described::of(&found.meta, found.info.as_ref(), found.etag);
+        let mut output = HeadObjectOutput {
+            content_length: Some(i64::try_from(content_length).unwrap_or(i64::MAX)),
+            content_range,
+            accept_ranges: Some("bytes".to_owned()),
+            e_tag: Some(ETag::Strong(described.etag)),
+            last_modified: Some(described.last_modified),
+            content_type: described.content_type.parse().ok(),
+            metadata: described.metadata,
+            cache_control: described.headers.get("cache-control").cloned(),
+            content_disposition: described.headers.get("content-disposition").cloned(),
+            content_encoding: described.headers.get("content-encoding").cloned(),
+            content_language: described.headers.get("content-language").cloned(),
+            expires: described
+                .headers
+                .get("expires")
+                .and_then(|text| http_date(text)),
+            parts_count: found
+                .info
+                .as_ref()
+                .and_then(|info| info.parts)
+                .map(|parts| parts as i32),
+            ..HeadObjectOutput::default()
+        };
+        if whole && checksum_wanted(input.checksum_mode.as_ref()) {
+            let fields =
+                ChecksumFields::of(found.info.as_ref().and_then(|info| info.checksum.as_ref()));
+            output.checksum_crc32 = fields.crc32;
+            output.checksum_crc32c = fields.crc32c;
+            output.checksum_crc64nvme = fields.crc64nvme;
+            output.checksum_sha1 = fields.sha1;
+            output.checksum_sha256 = fields.sha256;
+            output.checksum_type = fields.kind;
+        }
+        Ok(S3Response::new(output))
+    }
+
+    pub(super) async fn delete_object_(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        let caller = caller(&req)?;
+        let input = req.input;
+        self.require_bucket(caller.owner(), &input.bucket).await?;
+        self.delete_key(caller.owner(), &input.bucket, &input.key)
+            .await?;
+        Ok(S3Response::with_status(
+            DeleteObjectOutput::default(),
+            axum::http::StatusCode::NO_CONTENT,
+        ))
+    }
+
+    /// Delete `key` of `bucket`; a key that is not there is deleted
+    /// already (S3's deletes are idempotent).
+    async fn delete_key(&self, owner: Owner, bucket: &str, key: &str) -> S3Result<()> {
+        if key.ends_with('/') {
+            // A folder marker goes only with an empty folder: the objects
+            // under it are not the marker's to take.
+            let prefix = Prefix::parse(&format!("{bucket}/{key}"))
+                .map_err(|error| s3_error!(InvalidArgument, "{error}"))?;
+            let inside = self
+                .files
+                .list_page(owner, &prefix, None, 1)
+                .await
+                .map_err(object_error)?;
+            if inside.entries.is_empty() {
+                match self
+                    .files
+                    .delete_folder(owner, &prefix, &LockTokens::default())
+                    .await
+                {
+                    Ok(()) | Err(AppError::NotFound(_)) => {}
+                    Err(error) => return Err(object_error(error)),
+                }
+            }
+            return Ok(());
+        }
+        let path = object_path(bucket, key)?;
+        match self
+            .files
+            .delete_file(owner, &path, &LockTokens::default())
+            .await
+        {
+            Ok(()) | Err(AppError::NotFound(_)) => Ok(()),
+            Err(error) => Err(object_error(error)),
+        }
+    }
+
+    pub(super) async fn delete_objects_(
+        &self,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        let caller = caller(&req)?;
+        let owner = caller.owner();
+        let input = req.input;
+        self.require_bucket(owner, &input.bucket).await?;
+        if input.delete.objects.len() > 1000 {
+            return Err(s3_error!(
+                MalformedXML,
+                "A DeleteObjects request names at most 1000 keys."
+            ));
+        }
+        let quiet = input.delete.quiet.unwrap_or(false);
+        let mut deleted = Vec::new();
+        let mut errors = Vec::new();
+        for object in input.delete.objects {
+            match self.delete_key(owner, &input.bucket, &object.key).await {
+                Ok(()) => {
+                    if !quiet {
+                        deleted.push(DeletedObject {
+                            key: Some(object.key),
+                            ..DeletedObject::default()
+                        });
+                    }
+                }
+                Err(error) => errors.push(s3s::dto::Error {
+                    code: Some(error.code().as_str().to_owned()),
+                    key: Some(object.key),
+                    message: error.message().map(str::to_owned),
+                    version_id: None,
+                }),
+            }
+        }
+        Ok(S3Response::new(DeleteObjectsOutput {
+            deleted: Some(deleted),
+            errors: Some(errors),
+            ..DeleteObjectsOutput::default()
+        }))
+    }
+
+    pub(super) async fn copy_object_(
+        &self,
+        req: S3Request<CopyObjectInput>,
+    ) -> S3Result<S3Response<CopyObjectOutput>> {
+        let caller = caller(&req)?;
+        let owner = caller.owner();
+        let input = req.input;
+        let (source_bucket, source_key) = match &input.copy_source {
+            CopySource::Bucket { bucket, key, .. } => (bucket.to_string(), key.to_string()),
+            _ => {
+                return Err(s3_error!(
+                    NotImplemented,
+                    "Only a bucket and key may be copied from."
+                ));
+            }
+        };
+        let from = object_path(&source_bucket, &source_key)?;
+        let source = self.find_object(owner, &source_bucket, &from).await?;
+        copy_source_conditions(
+            &source,
+            input.copy_source_if_match.as_ref(),
+            input.copy_source_if_none_match.as_ref(),
+            input.copy_source_if_modified_since.as_ref(),
+            input.copy_source_if_unmodified_since.as_ref(),
+        )?;
+        self.require_bucket(owner, &input.bucket).await?;
+        let to = object_path(&input.bucket, &input.key)?;
+        let replace = input
+            .metadata_directive
+            .as_ref()
+            .is_some_and(|directive| directive.as_str() == MetadataDirective::REPLACE);
+        if from == to && !replace {
+            return Err(s3_error!(
+                InvalidRequest,
+                "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
+            ));
+        }
+        if from != to {
+            self.files
+                .transfer(
+                    owner,
+                    TransferRequest {
+                        from: &from,
+                        from_key: from.as_str(),
+                        to: &to,
+                        to_key: to.as_str(),
+                        depth: volume::webdav::Depth::Infinity,
+                        overwrite: true,
+                    },
+                    false,
+                    &LockTokens::default(),
+                )
+                .await
+                .map_err(object_error)?;
+        }
+        let mut info = source.info.clone().unwrap_or_else(|| ObjectInfo {
+            etag: source.etag.clone(),
+            ..ObjectInfo::default()
+        });
+        if replace {
+            info.meta = input.metadata.unwrap_or_default().into_iter().collect();
+            info.headers = ObjectInfo::stored_headers(
+                input.cache_control.as_ref(),
+                input.content_disposition.as_ref(),
+                input.content_encoding.as_ref(),
+                input.content_language.as_ref(),
+                input.expires.as_ref(),
+            );
+            if let Some(content_type) = input.content_type {
+                info.headers
+                    .insert("content-type".to_owned(), content_type.to_string());
+            }
+        }
+        if replace || source.info.is_some() {
+            self.files
+                .set_s3_info(owner, &to, &source.meta.sha256, &info.to_json())
+                .await
+                .map_err(object_error)?;
+        }
+        let copied = self.files.stat(owner, &to).await.map_err(object_error)?;
+        let fields = ChecksumFields::of(info.checksum.as_ref());
+        Ok(S3Response::new(CopyObjectOutput {
+            copy_object_result: Some(CopyObjectResult {
+                e_tag: Some(ETag::Strong(info.etag)),
+                last_modified: Some(timestamp(copied.modified_ms)),
+                checksum_crc32: fields.crc32,
+                checksum_crc32c: fields.crc32c,
+                checksum_crc64nvme: fields.crc64nvme,
+                checksum_sha1: fields.sha1,
+                checksum_sha256: fields.sha256,
+                checksum_type: fields.kind,
+            }),
+            ..CopyObjectOutput::default()
+        }))
+    }
+}
+
+/// A copy's `x-amz-copy-source-if-*`: all fail with 412.
+fn copy_source_conditions(
+    source: &Found,
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+    if_modified_since: Option<&Timestamp>,
+    if_unmodified_since: Option<&Timestamp>,
+) -> S3Result<()> {
+    let modified = source.meta.modified_ms.div_euclid(1000);
+    let fails = if_match.is_some_and(|condition| !matches(condition, &source.etag))
+        || (if_match.is_none()
+            && if_unmodified_since.is_some_and(|since| modified > epoch_seconds(since)))
+        || if_none_match.is_some_and(|condition| matches(condition, &source.etag))
+        || (if_none_match.is_none()
+            && if_modified_since.is_some_and(|since| modified <= epoch_seconds(since)));
+    if fails {
+        Err(precondition_failed())
+    } else {
+        Ok(())
+    }
+}
+
+/// What an answer says of an object.
+struct Described {
+    etag: String,
+    last_modified: Timestamp,
+    content_type: String,
+    metadata: Option<s3s::dto::Metadata>,
+    headers: BTreeMap<String, String>,
+}
+
+impl Described {
+    fn of(meta: &FileMeta, info: Option<&ObjectInfo>, etag: String) -> Self {
+        let mut headers = info.map(|info| info.headers.clone()).unwrap_or_default();
+        let content_type = headers
+            .remove("content-type")
+            .unwrap_or_else(|| meta.content_type.clone());
+        Self {
+            etag,
+            last_modified: timestamp(meta.modified_ms),
+            content_type,
+            metadata: info
+                .filter(|info| !info.meta.is_empty())
+                .map(|info| info.meta.clone().into_iter().collect()),
+            headers,
+        }
+    }
+}
+
+fn checksum_wanted(mode: Option<&s3s::dto::ChecksumMode>) -> bool {
+    mode.is_some_and(|mode| mode.as_str().eq_ignore_ascii_case("ENABLED"))
+}
+
+/// A failed put in S3's dialect.
+fn put_error(error: AppError) -> S3Error {
+    match error {
+        AppError::AlreadyExists(_) => precondition_failed(),
+        error => object_error(error),
+    }
+}
+
+impl S3Api {
+    /// The object `source` names, with the copy conditions checked: for
+    /// `UploadPartCopy`.
+    pub(super) async fn copy_source(
+        &self,
+        owner: Owner,
+        source: &CopySource,
+    ) -> S3Result<(FilePath, FoundObject)> {
+        let CopySource::Bucket { bucket, key, .. } = source else {
+            return Err(s3_error!(
+                NotImplemented,
+                "Only a bucket and key may be copied from."
+            ));
+        };
+        let path = object_path(bucket, key)?;
+        let found = self.find_object(owner, bucket, &path).await?;
+        Ok((path, FoundObject(found)))
+    }
+}
+
+/// An object found for a copy.
+pub(super) struct FoundObject(Found);
+
+impl FoundObject {
+    pub(super) fn meta(&self) -> &FileMeta {
+        &self.0.meta
+    }
+
+    pub(super) fn check(
+        &self,
+        if_match: Option<&ETagCondition>,
+        if_none_match: Option<&ETagCondition>,
+        if_modified_since: Option<&Timestamp>,
+        if_unmodified_since: Option<&Timestamp>,
+    ) -> S3Result<()> {
+        copy_source_conditions(
+            &self.0,
+            if_match,
+            if_none_match,
+            if_modified_since,
+            if_unmodified_since,
+        )
+    }
+}

@@ -1,0 +1,209 @@
+//! Uploads in numbered parts (S3 multipart): parts arrive in any order,
+//! over any number of requests and gateways, may be sent again, and are
+//! chosen when the upload completes; the file is then sent through an
+//! instance from the chosen parts, like any upload (hashed, verified,
+//! stored atomically at its path). What a part's number, ETag and
+//! checksum mean is the protocol's; this keeps them.
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures_util::Stream;
+
+use volume::uploads::{MultipartPart, NewUpload, Upload, UploadKind};
+use volume::{FileMeta, FilePath};
+
+use crate::auth::Caller;
+use crate::error::AppError;
+
+use super::uploads::{expires_after, new_upload_id};
+use super::{FileService, LockTokens, StoreOptions};
+
+/// Most parts an upload may have (S3's limit).
+pub(crate) const MAX_PARTS: u32 = 10_000;
+
+impl FileService {
+    /// Start a multipart upload of `caller`'s file `path`, keeping
+    /// `metadata` (the protocol's, opaque here) until it completes.
+    pub(crate) async fn begin_multipart(
+        &self,
+        caller: &Caller,
+        path: &FilePath,
+        content_type: Option<String>,
+        metadata: String,
+    ) -> Result<Upload, AppError> {
+        let options = StoreOptions {
+            content_type: content_type.clone(),
+            ..StoreOptions::default()
+        };
+        self.upload(caller, path, options, &LockTokens::default())
+            .await?;
+        let new = NewUpload {
+            kind: UploadKind::Multipart,
+            owner: caller.owner(),
+            path: path.clone(),
+            length: None,
+            content_type: content_type.unwrap_or_default(),
+            create_only: false,
+            metadata,
+            expires_ms: expires_after(self.upload_expiry),
+        };
+        self.volume
+            .create_upload(&new_upload_id(), &new)
+            .await
+            .map_err(|error| AppError::from_volume(error, path.as_str()))?
+            .ok_or_else(|| {
+                AppError::Forbidden(format!(
+                    "you have {} unfinished uploads: complete or abort one first",
+                    volume::uploads::MAX_UPLOADS_PER_OWNER
+                ))
+            })
+    }
+
+    /// `caller`'s unfinished multipart upload `id`.
+    pub(crate) async fn find_multipart(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<Upload, AppError> {
+        self.volume
+            .find_upload(caller.owner(), id)
+            .await
+            .map_err(|error| AppError::from_volume(error, id))?
+            .filter(|upload| upload.kind == UploadKind::Multipart)
+            .ok_or_else(|| AppError::NotFound(format!("upload {id}")))
+    }
+
+    /// Store `body` as part `number` of `caller`'s upload `upload` (one
+    /// sent before under that number is replaced), durably; `etag` and
+    /// `checksum` are computed from the body once it is read, by the
+    /// caller's `describe` (the protocol checks it against what the
+    /// client sent): `None` refuses the part.
+    pub(crate) async fn put_part<S, F>(
+        &self,
+        caller: &Caller,
+        upload: &Upload,
+        number: u32,
+        body: S,
+        describe: F,
+    ) -> Result<MultipartPart, AppError>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+        F: FnOnce() -> Option<(String, String)>,
+    {
+        if !(1..=MAX_PARTS).contains(&number) {
+            return Err(AppError::BadRequest(format!(
+                "a part number is 1 to {MAX_PARTS}"
+            )));
+        }
+        // What the part may bring: the size limit, and what the quota
+        // leaves beside the owner's other unfinished uploads.
+        let path = FilePath::parse(&upload.path)?;
+        let mut room = self.max_body;
+        if let Some(quota_room) = self.quota_room(caller, &path).await? {
+            let others = self
+                .volume
+                .unfinished_upload_bytes(caller.owner(), "")
+                .await
+                .map_err(|error| AppError::from_volume(error, &upload.id))?;
+            room = room.min(quota_room.saturating_sub(others));
+        }
+        let staged = self
+            .stage_part(Body::from_stream(body), room, None)
+            .await
+            .map_err(|error| match error {
+                super::AppendError::App(error) => error,
+                other => AppError::BadRequest(other.to_string()),
+            })?;
+        let Some((etag, checksum)) = describe() else {
+            return Err(AppError::BadRequest("the part was refused".into()));
+        };
+        self.volume
+            .store_multipart_part(
+                caller.owner(),
+                &upload.id,
+                number,
+                staged,
+                etag,
+                checksum,
+                expires_after(self.upload_expiry),
+            )
+            .await
+            .map_err(|error| AppError::from_volume(error, &upload.id))?
+            .ok_or_else(|| AppError::NotFound(format!("upload {}", upload.id)))
+    }
+
+    /// The recorded parts of `upload`, by number.
+    pub(crate) async fn multipart_parts(
+        &self,
+        upload: &Upload,
+    ) -> Result<Vec<MultipartPart>, AppError> {
+        self.volume
+            .multipart_parts(&upload.id)
+            .await
+            .map_err(|error| AppError::from_volume(error, &upload.id))
+    }
+
+    /// `caller`'s unfinished multipart uploads to paths from `from` and
+    /// before `upper`, at most `limit`.
+    pub(crate) async fn multipart_uploads(
+        &self,
+        caller: &Caller,
+        from: &str,
+        upper: &str,
+        limit: usize,
+    ) -> Result<Vec<Upload>, AppError> {
+        self.volume
+            .multipart_uploads(caller.owner(), from, upper, limit)
+            .await
+            .map_err(|error| AppError::from_volume(error, from))
+    }
+
+    /// Store `upload`'s file from `parts` (in the order given) through an
+    /// instance, `inspect` seeing every byte on its way (a whole-content
+    /// checksum), then forget the upload. A refusal no retry can change
+    /// (a 4xx) ends the upload too; anything else leaves it to be
+    /// completed again.
+    pub(crate) async fn complete_multipart(
+        &self,
+        caller: &Caller,
+        upload: &Upload,
+        parts: Vec<MultipartPart>,
+        mut inspect: impl FnMut(&[u8]) + Send + 'static,
+    ) -> Result<FileMeta, AppError> {
+        use futures_util::StreamExt as _;
+        let path = FilePath::parse(&upload.path)?;
+        let declared = parts.iter().map(|part| part.size).sum();
+        let options = StoreOptions {
+            declared: Some(declared),
+            content_type: Some(upload.content_type.clone()).filter(|given| !given.is_empty()),
+            create_only: false,
+        };
+        let bytes = self.parts_bytes(&upload.id, parts).map(move |chunk| {
+            if let Ok(chunk) = &chunk {
+                inspect(chunk);
+            }
+            chunk
+        });
+        let stored = match self
+            .upload(caller, &path, options, &LockTokens::default())
+            .await
+        {
+            Ok(session) => session.send(Body::from_stream(bytes)).await,
+            Err(error) => Err(error),
+        };
+        let finished = match &stored {
+            Ok(_) => true,
+            Err(error) => super::uploads::is_final(error),
+        };
+        if finished && let Err(error) = self.volume.remove_upload(None, &upload.id).await {
+            tracing::warn!(id = %upload.id, %error, "could not remove a finished upload");
+        }
+        stored
+    }
+
+    /// Abort `caller`'s multipart upload `id` and free its parts.
+    pub(crate) async fn abort_multipart(&self, caller: &Caller, id: &str) -> Result<(), AppError> {
+        self.find_multipart(caller, id).await?;
+        self.cancel_upload(caller, id).await
+    }
+}

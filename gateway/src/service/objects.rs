@@ -1,0 +1,43 @@
+//! What the S3 API needs of the tree beside files and folders: a flat
+//! scan of every file under a prefix in byte order (S3's listings), and
+//! the protocol's own record of an object kept with its row.
+
+use std::ops::Bound;
+
+use volume::{FileMeta, FilePath, Owner};
+
+use crate::error::AppError;
+
+use super::FileService;
+
+impl FileService {
+    /// Up to `limit` of `owner`'s files from `from` and before `upper`,
+    /// however deep, in byte order of their paths.
+    pub(crate) async fn scan(
+        &self,
+        owner: Owner,
+        from: Bound<&str>,
+        upper: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<FileMeta>, AppError> {
+        self.volume
+            .scan(owner, from, upper, limit)
+            .await
+            .map_err(|error| AppError::from_volume(error, "a listing"))
+    }
+
+    /// Keep `info` with `owner`'s file `path` if it still holds the content
+    /// `sha256`; whether it did.
+    pub(crate) async fn set_s3_info(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+        sha256: &str,
+        info: &str,
+    ) -> Result<bool, AppError> {
+        self.volume
+            .set_s3_info(owner, path, sha256, info)
+            .await
+            .map_err(|error| AppError::from_volume(error, path.as_str()))
+    }
+}
