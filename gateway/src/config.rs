@@ -100,6 +100,12 @@ pub struct Config {
     #[arg(long, env = "WASM_STORAGE_S3_LISTEN")]
     pub s3_listen: Option<SocketAddr>,
 
+    /// Also accept virtual-hosted-style S3 requests (`BUCKET.DOMAIN/KEY`)
+    /// for this domain (e.g. `s3.example.com`, with a wildcard DNS record);
+    /// path-style requests work either way.
+    #[arg(long, env = "WASM_STORAGE_S3_DOMAIN")]
+    pub s3_domain: Option<String>,
+
     /// The master key S3 secrets are sealed with at rest (64 hex digits;
     /// made on first use). Every gateway of one store, and `gateway key`,
     /// must read the same file. Default: s3-master.key in --data-dir.

@@ -88,6 +88,8 @@ pub struct AppState {
     collector_task: Arc<tokio::task::AbortHandle>,
     /// What S3 secrets are sealed under, when the S3 API is served.
     s3_master: Option<s3::MasterKey>,
+    /// The domain of virtual-hosted-style S3 requests, if any.
+    s3_domain: Option<String>,
 }
 
 /// Open the volume, compile the guest and start the pool.
@@ -193,6 +195,10 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
                      `gateway user add NAME --admin`, or listen on a loopback address"
                 );
             }
+            if let Some(domain) = &config.s3_domain {
+                s3s::host::SingleDomain::new(domain)
+                    .with_context(|| format!("--s3-domain {domain:?} is not a domain"))?;
+            }
             Some(s3::MasterKey::load_or_create(&config.s3_master_key_path())?)
         }
         None => None,
@@ -220,6 +226,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
         recycler_task: Arc::new(std::sync::Mutex::new(Some(recycler_task))),
         collector_task: Arc::new(collector_task.abort_handle()),
         s3_master,
+        s3_domain: config.s3_domain.clone(),
     })
 }
 
@@ -343,7 +350,13 @@ pub async fn serve_with_s3(
     let s3_app = match (&state.s3_master, s3) {
         (Some(master), Some(listener)) => Some((
             listener,
-            s3::router(state.files.clone(), state.auth.clone(), master.clone()),
+            s3::router(
+                state.files.clone(),
+                state.auth.clone(),
+                master.clone(),
+                state.s3_domain.as_deref(),
+            )
+            .map_err(std::io::Error::other)?,
         )),
         (None, Some(_)) => {
             return Err(std::io::Error::other(

@@ -41,14 +41,23 @@ use crate::service::FileService;
 
 pub use keys::MasterKey;
 
-/// The S3 API's HTTP interface, for `server::serve`.
-pub(crate) fn router(files: FileService, auth: Arc<Authenticator>, master: MasterKey) -> Router {
+/// The S3 API's HTTP interface, for `server::serve`; `domain` also
+/// accepts virtual-hosted-style requests (`BUCKET.DOMAIN`).
+pub(crate) fn router(
+    files: FileService,
+    auth: Arc<Authenticator>,
+    master: MasterKey,
+    domain: Option<&str>,
+) -> anyhow::Result<Router> {
     let keys = keys::KeyRing::new(auth, master);
     let mut builder = S3ServiceBuilder::new(S3Api { files });
     builder.set_auth(keys.clone());
     builder.set_access(keys);
+    if let Some(domain) = domain {
+        builder.set_host(s3s::host::SingleDomain::new(domain)?);
+    }
     let service = builder.build();
-    Router::new()
+    Ok(Router::new()
         .fallback_service(HandleError::new(
             service,
             |error: s3s::HttpError| async move {
@@ -56,7 +65,65 @@ pub(crate) fn router(files: FileService, auth: Arc<Authenticator>, master: Maste
                 StatusCode::INTERNAL_SERVER_ERROR
             },
         ))
-        .layer(TraceLayer::new_for_http())
+        .layer(axum::middleware::from_fn(request_ids))
+        .layer(TraceLayer::new_for_http()))
+}
+
+/// Largest error body given its request id.
+const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// Give every answer S3's request ids (`x-amz-request-id`, `x-amz-id-2`),
+/// and every error document its `RequestId` and `HostId`, as S3 does:
+/// what a user quotes when something went wrong.
+async fn request_ids(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::HeaderValue;
+    let id = format!("{:016X}", rand::random::<u64>());
+    let host = format!("{:032x}", rand::random::<u128>());
+    let response = next.run(request).await;
+    let status = response.status();
+    let failed = status.is_client_error() || status.is_server_error();
+    let small = response
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|length| length.to_str().ok()?.parse::<usize>().ok())
+        .is_some_and(|length| length <= MAX_ERROR_BODY);
+    let mut response = if failed && small {
+        let (mut parts, body) = response.into_parts();
+        let body = match axum::body::to_bytes(body, MAX_ERROR_BODY).await {
+            Ok(bytes) => {
+                let text = String::from_utf8_lossy(&bytes);
+                if text.ends_with("</Error>") && !text.contains("<RequestId>") {
+                    tracing::debug!(request_id = %id, %status, body = %text, "an S3 request failed");
+                    let with_ids = format!(
+                        "{}<RequestId>{id}</RequestId><HostId>{host}</HostId></Error>",
+                        text.trim_end_matches("</Error>")
+                    );
+                    parts.headers.insert(
+                        axum::http::header::CONTENT_LENGTH,
+                        HeaderValue::from(with_ids.len()),
+                    );
+                    axum::body::Body::from(with_ids)
+                } else {
+                    axum::body::Body::from(bytes)
+                }
+            }
+            Err(_) => axum::body::Body::empty(),
+        };
+        axum::response::Response::from_parts(parts, body)
+    } else {
+        response
+    };
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        headers.insert("x-amz-request-id", value);
+    }
+    if let Ok(value) = HeaderValue::from_str(&host) {
+        headers.insert("x-amz-id-2", value);
+    }
+    response
 }
 
 /// The S3 operations, answered by the file service.

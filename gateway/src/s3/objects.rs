@@ -295,7 +295,13 @@ impl S3Api {
         });
         let read = self
             .files
-            .read(owner, &path, Want::Content(range), Vec::new())
+            .read_looked_up(
+                owner,
+                &path,
+                Want::Content(range),
+                Vec::new(),
+                Some(found.meta.clone()),
+            )
             .await
             .map_err(object_error)?;
         // Replaced since it was looked at: what S3 kept went with the old

@@ -54,6 +54,20 @@ impl FileService {
         want: Want,
         if_none_match: Vec<String>,
     ) -> Result<FileRead, AppError> {
+        self.read_looked_up(owner, path, want, if_none_match, None)
+            .await
+    }
+
+    /// [`FileService::read`], starting from `looked_up`, the row of `path`
+    /// the caller read a moment ago ([`FileService::stat`]), if it has one.
+    pub(crate) async fn read_looked_up(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+        want: Want,
+        if_none_match: Vec<String>,
+        looked_up: Option<FileMeta>,
+    ) -> Result<FileRead, AppError> {
         let (want_body, range) = match want {
             Want::Headers => (false, None),
             Want::Content(range) => (true, range),
@@ -70,10 +84,10 @@ impl FileService {
         // the guest's to work out); an unknown path reserves nothing and the
         // guest answers 404. The row read here is handed to
         // the call, which starts from it rather than asking the index again.
-        let looked_up = if want_body {
-            self.volume.stat(owner, path).await.ok()
-        } else {
-            None
+        let looked_up = match looked_up {
+            Some(meta) if want_body => Some(meta),
+            _ if want_body => self.volume.stat(owner, path).await.ok(),
+            _ => None,
         };
         let body_size = looked_up
             .as_ref()
