@@ -558,6 +558,7 @@ def main():
 
     rows = [(method, size, args.concurrency) for method in ("GET", "PUT") for size in SIZES]
     started = time.time()
+    load_before = os.getloadavg()
     Path("/var/tmp").mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="s3-bench-", dir="/var/tmp"))
     servers = {}
@@ -632,11 +633,14 @@ def main():
         errors = sum(cell[f"{server}_errors"] for cell in table for server in names)
         print(f"\nverified: every GET body, every PUT thread's key after each cell and the GET objects at "
               f"the end; {'all bytes and ETags match' if not problems else f'{len(problems)} MISMATCHES'}; "
-              f"{errors} failed requests; {time.time() - started:.0f} s in all.")
+              f"{errors} failed requests; {time.time() - started:.0f} s in all. Load average (1, 5, 15 min) "
+              f"before: {' '.join(f'{x:.2f}' for x in load_before)}, after: "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} (other work on this machine skews the table).")
         if args.out:
             Path(args.out).write_text(json.dumps({
                 "duration": args.duration, "rounds": args.rounds, "concurrency": args.concurrency,
-                "cores": os.cpu_count(), "table": table, "runs": runs, "verification_problems": problems},
+                "cores": os.cpu_count(), "load_average_before": load_before,
+                "load_average_after": os.getloadavg(), "table": table, "runs": runs, "verification_problems": problems},
                 indent=2))
         if problems:
             sys.exit("verification failed:\n  " + "\n  ".join(problems[:50]))
