@@ -132,6 +132,78 @@ impl Volume {
         Ok(transfer)
     }
 
+    /// Copy the file `from` to the file `to` in `owner`'s tree as a row
+    /// (S3's CopyObject): only a file at `to` is replaced, never a folder
+    /// of that name or what is in it (in S3 `photos` and `photos/…` are
+    /// unrelated keys); `from` and `to` may be one inside the other, and
+    /// may be the same (then nothing changes). What S3 kept of the object
+    /// goes with the row; dead properties do not.
+    pub async fn copy_file(
+        &self,
+        owner: Owner,
+        from: &FilePath,
+        to: &FilePath,
+    ) -> Result<crate::FileMeta, VolumeError> {
+        let db = self.db();
+        let (copied, released) = db
+            .write(async |tx: &mut WriteTx| {
+                let quota = quota::lock(db, tx, owner).await?;
+                db.lock_tree(tx, owner.id()).await?;
+                let source = self
+                    .tree
+                    .get_locked(tx, owner, from)
+                    .await?
+                    .ok_or_else(|| VolumeError::NotFound(from.to_string()))?;
+                if from == to {
+                    return Ok((source, Vec::new()));
+                }
+                let released: Vec<Digest> = crate::tree::Tree::delete_file(tx, owner, to)
+                    .await?
+                    .into_iter()
+                    .collect();
+                properties::forget(tx, owner, to.as_str()).await?;
+                quota::check(db, tx, owner, quota, None, source.size).await?;
+                rows::copy_file(tx, owner, from, to, now_ms()).await?;
+                let copied = self
+                    .tree
+                    .get_locked(tx, owner, to)
+                    .await?
+                    .ok_or_else(|| VolumeError::NotFound(to.to_string()))?;
+                Ok((copied, released))
+            })
+            .await?;
+        self.release_all(&released).await;
+        Ok(copied)
+    }
+
+    /// Delete the folder `prefix` of `owner`'s tree only if nothing is in
+    /// it (no file, no folder made in it), checked and done in one
+    /// transaction, so a file stored meanwhile is never taken with it.
+    /// Whether it was empty (and so is gone, if it was there).
+    pub async fn delete_folder_if_empty(
+        &self,
+        owner: Owner,
+        prefix: &Prefix,
+    ) -> Result<bool, VolumeError> {
+        let Some(upper) = prefix.upper_bound() else {
+            return Ok(false);
+        };
+        let db = self.db();
+        db.write(async |tx: &mut WriteTx| {
+            db.lock_tree(tx, owner.id()).await?;
+            if rows::holds_anything(tx, owner, prefix, &upper).await? {
+                return Ok(false);
+            }
+            let (digests, _) =
+                crate::tree::Tree::delete_range(tx, owner, prefix.as_str(), &upper).await?;
+            debug_assert!(digests.is_empty());
+            properties::forget_within(tx, owner, prefix.as_str(), prefix.as_str(), &upper).await?;
+            locks::forget_within(tx, owner, prefix.as_str(), prefix.as_str(), &upper).await?;
+            Ok(true)
+        })
+        .await
+    }
+
     /// Move the file or folder `from` to `to` in `owner`'s tree, with its
     /// properties; its locks (and those under it) are dropped. Whatever was
     /// at `to` is replaced when `overwrite` allows (else `AlreadyExists`).

@@ -273,7 +273,8 @@ pub(crate) async fn unfinished_bytes(
 ) -> Result<u64, VolumeError> {
     let now = now_ms();
     let (appended,): (Option<i64>,) = sql::query_as(
-        "SELECT SUM(received) FROM uploads WHERE owner = $1 AND id <> $2 AND expires_ms > $3",
+        "SELECT CAST(COALESCE(SUM(received), 0) AS BIGINT) FROM uploads \
+         WHERE owner = $1 AND id <> $2 AND expires_ms > $3",
     )
     .bind(owner.id())
     .bind(except)
@@ -281,7 +282,7 @@ pub(crate) async fn unfinished_bytes(
     .fetch_one(db.pool())
     .await?;
     let (numbered,): (Option<i64>,) = sql::query_as(
-        "SELECT SUM(multipart_parts.size) FROM multipart_parts \
+        "SELECT CAST(COALESCE(SUM(multipart_parts.size), 0) AS BIGINT) FROM multipart_parts \
          JOIN uploads ON uploads.id = multipart_parts.upload_id \
          WHERE uploads.owner = $1 AND uploads.id <> $2 AND uploads.expires_ms > $3",
     )

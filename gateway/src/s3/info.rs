@@ -41,6 +41,9 @@ pub(super) struct ObjectInfo {
     /// Parts of a multipart upload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) parts: Option<u32>,
+    /// Their sizes, in order: what `?partNumber=` reads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) part_sizes: Vec<u64>,
 }
 
 /// A checksum kept with an object.
@@ -175,6 +178,25 @@ impl Algorithm {
             Self::Sha1 => checksum.checksum_sha1,
             Self::Sha256 => checksum.checksum_sha256,
         }
+    }
+}
+
+/// A whole-object checksum computed as bytes stream by.
+pub(super) struct Streaming(ChecksumHasher);
+
+impl Streaming {
+    pub(super) fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    pub(super) fn finish(&mut self, algorithm: Algorithm) -> String {
+        algorithm.finish(std::mem::take(&mut self.0))
+    }
+}
+
+impl Algorithm {
+    pub(super) fn streaming(self) -> Streaming {
+        Streaming(self.hasher())
     }
 }
 

@@ -284,7 +284,8 @@ impl S3Api {
             .upload_for(&caller, &input.bucket, &input.key, &input.upload_id)
             .await?;
         let (source_path, source) = self.copy_source(owner, &input.copy_source).await?;
-        source.check(
+        super::objects::copy_source_conditions(
+            &source,
             input.copy_source_if_match.as_ref(),
             input.copy_source_if_none_match.as_ref(),
             input.copy_source_if_modified_since.as_ref(),
@@ -293,11 +294,17 @@ impl S3Api {
         let range = input
             .copy_source_range
             .as_deref()
-            .map(|range| copy_range(range, source.meta().size))
+            .map(|range| copy_range(range, source.meta.size))
             .transpose()?;
         let read = self
             .files
-            .read(owner, &source_path, Want::Content(range), Vec::new())
+            .read_looked_up(
+                owner,
+                &source_path,
+                Want::Content(range),
+                Vec::new(),
+                Some(source.meta.clone()),
+            )
             .await
             .map_err(object_error)?;
         let body = match read.body {
@@ -359,12 +366,19 @@ impl S3Api {
                     "The list of parts was not in ascending order. The parts list must be specified in order by part number."
                 ));
             }
-            let found = stored
-                .iter()
-                .find(|stored| i64::from(stored.number) == i64::from(number))
+            let found = u32::try_from(number)
+                .ok()
+                .and_then(|number| {
+                    stored
+                        .binary_search_by_key(&number, |stored| stored.number)
+                        .ok()
+                })
+                .map(|at| &stored[at])
                 .filter(|stored| {
-                    part.e_tag.as_ref().is_none_or(|etag| match etag {
-                        ETag::Strong(value) | ETag::Weak(value) => value.trim_matches('"') == stored.etag,
+                    part.e_tag.as_ref().is_some_and(|etag| match etag {
+                        ETag::Strong(value) | ETag::Weak(value) => {
+                            value.trim_matches('"') == stored.etag
+                        }
                     })
                 })
                 .ok_or_else(|| {
@@ -382,6 +396,7 @@ impl S3Api {
             chosen.push(found.clone());
         }
         let count = chosen.len();
+        let part_sizes: Vec<u64> = chosen.iter().map(|part| part.size).collect();
         let mut md5s = md5::Md5::new();
         for part in &chosen {
             md5s.update(hex::decode(&part.etag).unwrap_or_default());
@@ -442,13 +457,13 @@ impl S3Api {
                     composite: false,
                 })
             });
-            let mut headers = pending.headers;
             let info = ObjectInfo {
                 etag: etag.clone(),
                 meta: pending.meta,
-                headers: std::mem::take(&mut headers),
+                headers: pending.headers,
                 checksum,
                 parts: u32::try_from(count).ok(),
+                part_sizes,
             };
             files
                 .set_s3_info(owner, &path, &meta.sha256, &info.to_json())
@@ -469,8 +484,15 @@ impl S3Api {
                 ..CompleteMultipartUploadOutput::default()
             })
         };
+        // In a task of its own: a client that goes away does not cut the
+        // completion (and what S3 keeps of the object) short.
+        let done = tokio::spawn(work);
+        let answer = async move {
+            done.await
+                .map_err(|error| s3_error!(InternalError, "the completion failed: {error}"))?
+        };
         Ok(S3Response::new(CompleteMultipartUploadOutput {
-            future: Some(Box::pin(work)),
+            future: Some(Box::pin(answer)),
             ..CompleteMultipartUploadOutput::default()
         }))
     }
@@ -540,7 +562,10 @@ impl S3Api {
             key: Some(input.key),
             upload_id: Some(upload.id),
             part_number_marker: i32::try_from(marker).ok(),
-            next_part_number_marker: page.last().and_then(|part| i32::try_from(part.number).ok()),
+            next_part_number_marker: page
+                .last()
+                .map_or(Some(marker), |part| Some(part.number))
+                .and_then(|number| i32::try_from(number).ok()),
             max_parts: Some(i32::try_from(max_parts).unwrap_or(1000)),
             is_truncated: Some(truncated),
             parts: Some(parts),
@@ -574,14 +599,45 @@ impl S3Api {
             .await
             .map_err(object_error)?;
         let key_marker = input.key_marker.clone().unwrap_or_default();
-        let id_marker = input.upload_id_marker.clone();
+        let id_marker = input
+            .upload_id_marker
+            .clone()
+            .filter(|_| !key_marker.is_empty());
+        let delimiter = input
+            .delimiter
+            .clone()
+            .filter(|delimiter| !delimiter.is_empty());
+        // Entries in order, each an upload or a common prefix, after the
+        // markers: an upload of the marker's key counts only past the
+        // upload id marker (by the same order as the listing), a prefix
+        // only past the key marker.
         let mut listed = Vec::new();
         let mut prefixes: Vec<String> = Vec::new();
         let mut truncated = false;
-        let mut passed_id_marker = id_marker.is_none();
+        let mut last: Option<(String, Option<String>)> = None;
+        let mut past_id_marker = false;
         for upload in uploads {
             let key = upload.path[root.len()..].to_owned();
             if !key.starts_with(&prefix) {
+                continue;
+            }
+            let common = delimiter.as_deref().and_then(|delimiter| {
+                key[prefix.len()..]
+                    .find(delimiter)
+                    .map(|at| key[..prefix.len() + at + delimiter.len()].to_owned())
+            });
+            if let Some(common) = common {
+                let seen = prefixes.last() == Some(&common)
+                    || (!key_marker.is_empty() && common.as_str() <= key_marker.as_str());
+                if seen {
+                    continue;
+                }
+                if listed.len() + prefixes.len() == max {
+                    truncated = true;
+                    break;
+                }
+                last = Some((common.clone(), None));
+                prefixes.push(common);
                 continue;
             }
             if !key_marker.is_empty() {
@@ -589,39 +645,24 @@ impl S3Api {
                     continue;
                 }
                 if key == key_marker {
-                    if !passed_id_marker {
-                        if id_marker.as_deref() == Some(upload.id.as_str()) {
-                            passed_id_marker = true;
+                    match &id_marker {
+                        None => continue,
+                        Some(marker) if !past_id_marker => {
+                            past_id_marker = marker == &upload.id;
+                            continue;
                         }
-                        continue;
-                    }
-                    if id_marker.is_none() {
-                        continue;
+                        Some(_) => {}
                     }
                 }
-            }
-            if let Some(delimiter) = input.delimiter.as_deref().filter(|d| !d.is_empty())
-                && let Some(at) = key[prefix.len()..].find(delimiter)
-            {
-                let common = key[..prefix.len() + at + delimiter.len()].to_owned();
-                if !prefixes.contains(&common) {
-                    if listed.len() + prefixes.len() == max {
-                        truncated = true;
-                        break;
-                    }
-                    prefixes.push(common);
-                }
-                continue;
             }
             if listed.len() + prefixes.len() == max {
                 truncated = true;
                 break;
             }
+            last = Some((key.clone(), Some(upload.id.clone())));
             listed.push((key, upload));
         }
-        let next = listed
-            .last()
-            .map(|(key, upload)| (key.clone(), upload.id.clone()));
+        let next = last;
         let uploads = listed
             .into_iter()
             .map(|(key, upload)| MultipartUpload {
@@ -645,7 +686,7 @@ impl S3Api {
             next_key_marker: truncated
                 .then(|| next.clone().map(|(key, _)| key))
                 .flatten(),
-            next_upload_id_marker: truncated.then(|| next.map(|(_, id)| id)).flatten(),
+            next_upload_id_marker: truncated.then(|| next.and_then(|(_, id)| id)).flatten(),
             uploads: Some(uploads),
             common_prefixes: Some(
                 prefixes
@@ -698,23 +739,4 @@ fn copy_range(range: &str, size: u64) -> S3Result<ByteRange> {
         ));
     }
     Ok(ByteRange::FirstLast((first, Some(last))))
-}
-
-/// A whole-object checksum computed as the parts stream by.
-pub(super) struct Streaming(s3s::checksum::ChecksumHasher);
-
-impl Streaming {
-    fn update(&mut self, bytes: &[u8]) {
-        self.0.update(bytes);
-    }
-
-    fn finish(&mut self, algorithm: Algorithm) -> String {
-        algorithm.finish(std::mem::take(&mut self.0))
-    }
-}
-
-impl Algorithm {
-    fn streaming(self) -> Streaming {
-        Streaming(self.hasher())
-    }
 }

@@ -16,7 +16,7 @@ use volume::{FileMeta, FilePath, Owner, Prefix};
 
 use crate::error::AppError;
 use crate::runtime::ByteRange;
-use crate::service::{LockTokens, ReadBody, StoreOptions, TransferRequest, Want};
+use crate::service::{LockTokens, ReadBody, StoreOptions, Want};
 
 use super::error::object_error;
 use super::info::{
@@ -29,10 +29,10 @@ use super::{S3Api, caller, object_path, timestamp};
 const EMPTY_MD5: &str = "d41d8cd98f00b204e9800998ecf8427e";
 
 /// An object as a read found it.
-struct Found {
-    meta: FileMeta,
-    info: Option<ObjectInfo>,
-    etag: String,
+pub(super) struct Found {
+    pub(super) meta: FileMeta,
+    pub(super) info: Option<ObjectInfo>,
+    pub(super) etag: String,
 }
 
 /// The conditional headers of a read.
@@ -47,6 +47,28 @@ impl Conditions<'_> {
     /// RFC 9110's order: `If-Match`, else `If-Unmodified-Since`, fail with
     /// 412; then `If-None-Match`, else `If-Modified-Since`, answer 304.
     fn check(&self, etag: &str, modified_ms: i64) -> S3Result<()> {
+        self.evaluate(etag, modified_ms).map_err(|mut error| {
+            // A 304 carries the validators the client compares.
+            if error.code() == &S3ErrorCode::NotModified {
+                let mut headers = axum::http::HeaderMap::new();
+                if let Ok(value) = format!("\"{etag}\"").parse() {
+                    headers.insert(axum::http::header::ETAG, value);
+                }
+                if let Ok(value) = httpdate::fmt_http_date(
+                    std::time::UNIX_EPOCH
+                        + std::time::Duration::from_millis(u64::try_from(modified_ms).unwrap_or(0)),
+                )
+                .parse()
+                {
+                    headers.insert(axum::http::header::LAST_MODIFIED, value);
+                }
+                error.set_headers(headers);
+            }
+            error
+        })
+    }
+
+    fn evaluate(&self, etag: &str, modified_ms: i64) -> S3Result<()> {
         let modified = modified_ms.div_euclid(1000);
         match (self.if_match, self.if_unmodified_since) {
             (Some(condition), _) if !matches(condition, etag) => {
@@ -175,6 +197,12 @@ impl S3Api {
             }));
         }
         let path = object_path(&input.bucket, &input.key)?;
+        if let Some(ETagCondition::ETag(_)) = &input.if_none_match {
+            return Err(s3_error!(
+                NotImplemented,
+                "If-None-Match on a write takes only '*'."
+            ));
+        }
         if let Some(condition) = &input.if_match {
             let found = self.find_object(owner, &input.bucket, &path).await?;
             if !matches(condition, &found.etag) {
@@ -237,7 +265,7 @@ impl S3Api {
                 value,
                 composite: false,
             }),
-            parts: None,
+            ..ObjectInfo::default()
         };
         self.files
             .set_s3_info(owner, &path, &meta.sha256, &info.to_json())
@@ -281,15 +309,11 @@ impl S3Api {
             if_unmodified_since: input.if_unmodified_since.as_ref(),
         }
         .check(&found.etag, found.meta.modified_ms)?;
-        if input.part_number.is_some_and(|part| part != 1) {
-            let mut error = S3Error::with_message(
-                S3ErrorCode::Custom("InvalidPartNumber".into()),
-                "The requested partnumber is not satisfiable",
-            );
-            error.set_status_code(axum::http::StatusCode::RANGE_NOT_SATISFIABLE);
-            return Err(error);
-        }
-        let range = input.range.map(|range| match range {
+        let range = match input.part_number {
+            Some(part) => part_range(found.info.as_ref(), input.range.is_some(), part)?,
+            None => input.range,
+        };
+        let range = range.map(|range| match range {
             Range::Int { first, last } => ByteRange::FirstLast((first, last)),
             Range::Suffix { length } => ByteRange::Suffix(length),
         });
@@ -346,10 +370,7 @@ impl S3Api {
             .headers
             .get("expires")
             .and_then(|text| http_date(text));
-        output.parts_count = info
-            .as_ref()
-            .and_then(|info| info.parts)
-            .map(|parts| parts as i32);
+        output.parts_count = parts_count(info.as_ref(), input.part_number);
         if whole && checksum_wanted(input.checksum_mode.as_ref()) {
             let fields = ChecksumFields::of(info.as_ref().and_then(|info| info.checksum.as_ref()));
             output.checksum_crc32 = fields.crc32;
@@ -406,7 +427,11 @@ impl S3Api {
         }
         .check(&found.etag, found.meta.modified_ms)?;
         let size = found.meta.size;
-        let (content_length, content_range) = match input.range {
+        let range = match input.part_number {
+            Some(part) => part_range(found.info.as_ref(), input.range.is_some(), part)?,
+            None => input.range,
+        };
+        let (content_length, content_range) = match range {
             None => (size, None),
             Some(range) => {
                 let (first, last) = match range {
@@ -447,11 +472,7 @@ impl S3Api {
                 .headers
                 .get("expires")
                 .and_then(|text| http_date(text)),
-            parts_count: found
-                .info
-                .as_ref()
-                .and_then(|info| info.parts)
-                .map(|parts| parts as i32),
+            parts_count: parts_count(found.info.as_ref(), input.part_number),
             ..HeadObjectOutput::default()
         };
         if whole && checksum_wanted(input.checksum_mode.as_ref()) {
@@ -476,10 +497,7 @@ impl S3Api {
         self.require_bucket(caller.owner(), &input.bucket).await?;
         self.delete_key(caller.owner(), &input.bucket, &input.key)
             .await?;
-        Ok(S3Response::with_status(
-            DeleteObjectOutput::default(),
-            axum::http::StatusCode::NO_CONTENT,
-        ))
+        Ok(S3Response::new(DeleteObjectOutput::default()))
     }
 
     /// Delete `key` of `bucket`; a key that is not there is deleted
@@ -490,20 +508,13 @@ impl S3Api {
             // under it are not the marker's to take.
             let prefix = Prefix::parse(&format!("{bucket}/{key}"))
                 .map_err(|error| s3_error!(InvalidArgument, "{error}"))?;
-            let inside = self
+            match self
                 .files
-                .list_page(owner, &prefix, None, 1)
+                .delete_folder_if_empty(owner, &prefix, &LockTokens::default())
                 .await
-                .map_err(object_error)?;
-            if inside.entries.is_empty() {
-                match self
-                    .files
-                    .delete_folder(owner, &prefix, &LockTokens::default())
-                    .await
-                {
-                    Ok(()) | Err(AppError::NotFound(_)) => {}
-                    Err(error) => return Err(object_error(error)),
-                }
+            {
+                Ok(_) | Err(AppError::NotFound(_)) => {}
+                Err(error) => return Err(object_error(error)),
             }
             return Ok(());
         }
@@ -567,17 +578,7 @@ impl S3Api {
         let caller = caller(&req)?;
         let owner = caller.owner();
         let input = req.input;
-        let (source_bucket, source_key) = match &input.copy_source {
-            CopySource::Bucket { bucket, key, .. } => (bucket.to_string(), key.to_string()),
-            _ => {
-                return Err(s3_error!(
-                    NotImplemented,
-                    "Only a bucket and key may be copied from."
-                ));
-            }
-        };
-        let from = object_path(&source_bucket, &source_key)?;
-        let source = self.find_object(owner, &source_bucket, &from).await?;
+        let (from, source) = self.copy_source(owner, &input.copy_source).await?;
         copy_source_conditions(
             &source,
             input.copy_source_if_match.as_ref(),
@@ -597,24 +598,11 @@ impl S3Api {
                 "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
             ));
         }
-        if from != to {
-            self.files
-                .transfer(
-                    owner,
-                    TransferRequest {
-                        from: &from,
-                        from_key: from.as_str(),
-                        to: &to,
-                        to_key: to.as_str(),
-                        depth: volume::webdav::Depth::Infinity,
-                        overwrite: true,
-                    },
-                    false,
-                    &LockTokens::default(),
-                )
-                .await
-                .map_err(object_error)?;
-        }
+        let copied = self
+            .files
+            .copy_file(owner, &from, &to, &LockTokens::default())
+            .await
+            .map_err(object_error)?;
         let mut info = source.info.clone().unwrap_or_else(|| ObjectInfo {
             etag: source.etag.clone(),
             ..ObjectInfo::default()
@@ -639,7 +627,6 @@ impl S3Api {
                 .await
                 .map_err(object_error)?;
         }
-        let copied = self.files.stat(owner, &to).await.map_err(object_error)?;
         let fields = ChecksumFields::of(info.checksum.as_ref());
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
@@ -658,7 +645,7 @@ impl S3Api {
 }
 
 /// A copy's `x-amz-copy-source-if-*`: all fail with 412.
-fn copy_source_conditions(
+pub(super) fn copy_source_conditions(
     source: &Found,
     if_match: Option<&ETagCondition>,
     if_none_match: Option<&ETagCondition>,
@@ -706,6 +693,48 @@ impl Described {
     }
 }
 
+/// The bytes of part `part` of an object (`None`: all of it, the one part
+/// of an object not uploaded in parts); `ranged`: a `Range` came too.
+fn part_range(info: Option<&ObjectInfo>, ranged: bool, part: i32) -> S3Result<Option<Range>> {
+    if ranged {
+        return Err(s3_error!(
+            InvalidRequest,
+            "Cannot specify both Range header and partNumber query parameter"
+        ));
+    }
+    let sizes = info
+        .map(|info| info.part_sizes.as_slice())
+        .unwrap_or_default();
+    let index = usize::try_from(part)
+        .ok()
+        .and_then(|part| part.checked_sub(1));
+    match index {
+        Some(0) if sizes.is_empty() => Ok(None),
+        Some(index) if index < sizes.len() => {
+            let first: u64 = sizes[..index].iter().sum();
+            Ok(Some(Range::Int {
+                first,
+                last: Some(first + sizes[index].max(1) - 1),
+            }))
+        }
+        _ => {
+            let mut error = S3Error::with_message(
+                S3ErrorCode::Custom("InvalidPartNumber".into()),
+                "The requested partnumber is not satisfiable",
+            );
+            error.set_status_code(axum::http::StatusCode::RANGE_NOT_SATISFIABLE);
+            Err(error)
+        }
+    }
+}
+
+/// `x-amz-mp-parts-count`: sent when a part was asked for, as S3 does.
+fn parts_count(info: Option<&ObjectInfo>, part: Option<i32>) -> Option<i32> {
+    part?;
+    info.and_then(|info| info.parts)
+        .and_then(|parts| i32::try_from(parts).ok())
+}
+
 fn checksum_wanted(mode: Option<&s3s::dto::ChecksumMode>) -> bool {
     mode.is_some_and(|mode| mode.as_str().eq_ignore_ascii_case("ENABLED"))
 }
@@ -719,13 +748,12 @@ fn put_error(error: AppError) -> S3Error {
 }
 
 impl S3Api {
-    /// The object `source` names, with the copy conditions checked: for
-    /// `UploadPartCopy`.
+    /// The object a copy's `source` names.
     pub(super) async fn copy_source(
         &self,
         owner: Owner,
         source: &CopySource,
-    ) -> S3Result<(FilePath, FoundObject)> {
+    ) -> S3Result<(FilePath, Found)> {
         let CopySource::Bucket { bucket, key, .. } = source else {
             return Err(s3_error!(
                 NotImplemented,
@@ -734,31 +762,6 @@ impl S3Api {
         };
         let path = object_path(bucket, key)?;
         let found = self.find_object(owner, bucket, &path).await?;
-        Ok((path, FoundObject(found)))
-    }
-}
-
-/// An object found for a copy.
-pub(super) struct FoundObject(Found);
-
-impl FoundObject {
-    pub(super) fn meta(&self) -> &FileMeta {
-        &self.0.meta
-    }
-
-    pub(super) fn check(
-        &self,
-        if_match: Option<&ETagCondition>,
-        if_none_match: Option<&ETagCondition>,
-        if_modified_since: Option<&Timestamp>,
-        if_unmodified_since: Option<&Timestamp>,
-    ) -> S3Result<()> {
-        copy_source_conditions(
-            &self.0,
-            if_match,
-            if_none_match,
-            if_modified_since,
-            if_unmodified_since,
-        )
+        Ok((path, found))
     }
 }

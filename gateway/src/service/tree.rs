@@ -149,6 +149,49 @@ impl FileService {
             .map_err(|error| AppError::from_volume(error, prefix.as_str()))
     }
 
+    /// Delete `owner`'s folder `prefix` only if nothing is in it (checked
+    /// and done at once); whether it was empty.
+    pub(crate) async fn delete_folder_if_empty(
+        &self,
+        owner: Owner,
+        prefix: &Prefix,
+        tokens: &LockTokens,
+    ) -> Result<bool, AppError> {
+        let parent = parent_key_of(prefix.as_str());
+        self.check_locks(
+            owner,
+            tokens,
+            &[Change::One(prefix.as_str()), Change::One(parent)],
+        )
+        .await?;
+        self.volume
+            .delete_folder_if_empty(owner, prefix)
+            .await
+            .map_err(|error| AppError::from_volume(error, prefix.as_str()))
+    }
+
+    /// Copy the file `from` to the file `to` as a row, replacing only a
+    /// file at `to` (S3's CopyObject: never a folder of that name).
+    pub(crate) async fn copy_file(
+        &self,
+        owner: Owner,
+        from: &FilePath,
+        to: &FilePath,
+        tokens: &LockTokens,
+    ) -> Result<volume::FileMeta, AppError> {
+        let parent = parent_key_of(to.as_str());
+        self.check_locks(
+            owner,
+            tokens,
+            &[Change::One(to.as_str()), Change::One(parent)],
+        )
+        .await?;
+        self.volume
+            .copy_file(owner, from, to)
+            .await
+            .map_err(|error| AppError::from_volume(error, from.as_str()))
+    }
+
     /// Copy (`moving`: move) a file or a whole folder as rows.
     pub(crate) async fn transfer(
         &self,

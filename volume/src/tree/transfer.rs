@@ -149,6 +149,31 @@ pub(crate) async fn clear(
     Ok(removed)
 }
 
+/// Whether anything lies inside the folder `prefix` (strictly under it, to
+/// `upper`): a file, or a folder made on purpose.
+pub(crate) async fn holds_anything(
+    tx: &mut AnyConnection,
+    owner: Owner,
+    prefix: &Prefix,
+    upper: &str,
+) -> Result<bool, VolumeError> {
+    for table in ["files", "folders"] {
+        let found: Option<(String,)> = sql::query_as(&format!(
+            "SELECT path FROM {table} WHERE owner = $1 AND path > $2 AND path < $3 \
+             ORDER BY path LIMIT 1"
+        ))
+        .bind(owner.id())
+        .bind(prefix.as_str())
+        .bind(upper)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if found.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// Copy the file row `from` to `to` (created now) inside `tx`.
 pub(crate) async fn copy_file(
     tx: &mut AnyConnection,
