@@ -174,3 +174,55 @@ pub fn blob_files(data_dir: &Path) -> Vec<PathBuf> {
     }
     found
 }
+
+/// A [`TestServer`] that also serves the S3 API (`--s3-listen`) on a second
+/// free loopback port, until the same shutdown.
+pub struct S3TestServer {
+    pub server: TestServer,
+    pub s3_addr: std::net::SocketAddr,
+}
+
+impl S3TestServer {
+    /// A server with defaults changed by `configure`, in a fresh temp dir.
+    pub async fn start(configure: impl FnOnce(&mut Config)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::for_data_dir(dir.path());
+        config.instances = 2;
+        config.s3_listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+        configure(&mut config);
+        let state = gateway::start(&config).await.unwrap();
+        let listener = TcpListener::bind(config.listen).await.unwrap();
+        let s3_listener = TcpListener::bind(config.s3_listen.unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let s3_addr = s3_listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(gateway::serve_with_s3(
+            listener,
+            Some(s3_listener),
+            state.clone(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        let server = TestServer {
+            addr,
+            state,
+            client: reqwest::Client::new(),
+            data_dir: dir.path().to_owned(),
+            _dir: Some(dir),
+            stop: Some(stop),
+            task: Some(task),
+        };
+        Self { server, s3_addr }
+    }
+
+    /// `http://127.0.0.1:PORT` of the S3 API.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.s3_addr)
+    }
+
+    /// Shut both listeners down gracefully and wait until they have stopped.
+    pub async fn stop(self) {
+        self.server.stop().await;
+    }
+}
