@@ -255,7 +255,8 @@ async fn key(config: &Config, accounts: &Accounts, action: KeyAction) -> anyhow:
     match action {
         KeyAction::Create { user, label } => {
             let owner = key_owner(accounts, user.as_deref()).await?;
-            let master = crate::s3::MasterKey::load_or_create(&config.s3_master_key_path())?;
+            let master =
+                crate::s3::MasterKey::load_checked(&config.s3_master_key_path(), accounts).await?;
             let (id, secret) =
                 crate::s3::keys::create_key(accounts, &master, owner, &label).await?;
             println!("{id} {secret}");

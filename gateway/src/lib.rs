@@ -199,7 +199,10 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
                 s3s::host::SingleDomain::new(domain)
                     .with_context(|| format!("--s3-domain {domain:?} is not a domain"))?;
             }
-            Some(s3::MasterKey::load_or_create(&config.s3_master_key_path())?)
+            Some(
+                s3::MasterKey::load_checked(&config.s3_master_key_path(), &auth.accounts().clone())
+                    .await?,
+            )
         }
         None => None,
     };
@@ -348,16 +351,18 @@ pub async fn serve_with_s3(
         }
     };
     let s3_app = match (&state.s3_master, s3) {
-        (Some(master), Some(listener)) => Some((
-            listener,
-            s3::router(
+        (Some(master), Some(listener)) => {
+            let loopback = listener.local_addr()?.ip().is_loopback();
+            let router = s3::router(
                 state.files.clone(),
                 state.auth.clone(),
                 master.clone(),
                 state.s3_domain.as_deref(),
+                loopback,
             )
-            .map_err(std::io::Error::other)?,
-        )),
+            .map_err(std::io::Error::other)?;
+            Some((listener, router))
+        }
         (None, Some(_)) => {
             return Err(std::io::Error::other(
                 "an S3 listener needs a gateway started with --s3-listen",

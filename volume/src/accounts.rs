@@ -351,6 +351,14 @@ impl Accounts {
         Ok(())
     }
 
+    /// Whether any S3 key exists.
+    pub async fn has_s3_keys(&self) -> Result<bool, VolumeError> {
+        let row: Option<(String,)> = sql::query_as("SELECT access_key FROM s3_keys LIMIT 1")
+            .fetch_optional(self.db.pool())
+            .await?;
+        Ok(row.is_some())
+    }
+
     /// The S3 key `access_key`, if there is one.
     pub async fn s3_key(&self, access_key: &str) -> Result<Option<S3Key>, VolumeError> {
         let row: Option<S3KeyRow> = sql::query_as(&format!(

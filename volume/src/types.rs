@@ -127,6 +127,13 @@ impl Owner {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct UserId(pub(crate) i64);
 
+impl UserId {
+    /// The number, to show.
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
+
 /// What a garbage collection (or the sweep at open) found and removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SweepReport {

@@ -23,6 +23,13 @@ enum Found {
     Missing,
 }
 
+/// An owner's canonical id in S3's answers.
+pub(super) fn owner_id(owner: Owner) -> String {
+    owner
+        .user_id()
+        .map_or_else(|| "open".to_owned(), |id| format!("user-{}", id.get()))
+}
+
 impl S3Api {
     /// What `bucket` is in `owner`'s tree.
     async fn find_bucket(&self, owner: Owner, bucket: &str) -> S3Result<Found> {
@@ -92,14 +99,7 @@ impl S3Api {
         }
         Ok(S3Response::new(ListBucketsOutput {
             buckets: Some(listed),
-            owner: Some(s3s::dto::Owner {
-                display_name: Some(
-                    caller
-                        .user()
-                        .map_or_else(|| "open".to_owned(), |user| user.name.clone()),
-                ),
-                id: Some(format!("{:?}", owner)),
-            }),
+            owner: Some(super::listing::owner_of(&caller)),
             ..ListBucketsOutput::default()
         }))
     }
@@ -157,26 +157,20 @@ impl S3Api {
         let bucket = &req.input.bucket;
         self.require_bucket(owner, bucket).await?;
         let prefix = bucket_prefix(bucket)?;
-        // Anything in it (a file, or a folder made on purpose) keeps it.
-        let inside = self
+        // Anything in it (a file, or a folder made on purpose) keeps it;
+        // checked and deleted at once, so nothing put meanwhile goes too.
+        let deleted = self
             .files
-            .list_page(owner, &prefix, None, 1)
+            .delete_folder_if_empty(owner, &prefix, &LockTokens::default())
             .await
             .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
-        if !inside.entries.is_empty() {
+        if !deleted {
             return Err(s3_error!(
                 BucketNotEmpty,
                 "The bucket you tried to delete is not empty"
             ));
         }
-        self.files
-            .delete_folder(owner, &prefix, &LockTokens::default())
-            .await
-            .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
-        Ok(S3Response::with_status(
-            DeleteBucketOutput::default(),
-            axum::http::StatusCode::NO_CONTENT,
-        ))
+        Ok(S3Response::new(DeleteBucketOutput::default()))
     }
 
     pub(super) async fn get_bucket_location_(

@@ -32,6 +32,11 @@ pub(super) fn s3_error_of(error: AppError, not_found: S3ErrorCode) -> S3Error {
             let mut error = S3Error::with_message(S3ErrorCode::SlowDown, message);
             let mut headers = HeaderMap::new();
             headers.insert("retry-after", HeaderValue::from_static("1"));
+            // s3s sends these headers in place of its own.
+            headers.insert(
+                axum::http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/xml"),
+            );
             error.set_headers(headers);
             return error;
         }

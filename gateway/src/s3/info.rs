@@ -240,6 +240,8 @@ impl ChecksumFields {
 pub(super) struct Declared {
     pub(super) algorithm: Algorithm,
     pub(super) value: Option<String>,
+    /// The value was announced to follow the body (`x-amz-trailer`).
+    pub(super) trailer: bool,
 }
 
 /// The checksum declared by an input's fields and the request's headers.
@@ -261,6 +263,7 @@ pub(super) fn declared_checksum(
         return Ok(Some(Declared {
             algorithm,
             value: Some(value),
+            trailer: false,
         }));
     }
     let trailer = headers
@@ -280,10 +283,12 @@ pub(super) fn declared_checksum(
         (Some(algorithm), _) => Some(Declared {
             algorithm,
             value: None,
+            trailer: true,
         }),
         (None, Some(named)) => Some(Declared {
             algorithm: named?,
             value: None,
+            trailer: false,
         }),
         (None, None) => None,
     })
@@ -367,6 +372,7 @@ impl<S> Checked<S> {
         let checksum = match (self.hasher.take(), self.declared.take()) {
             (Some((algorithm, hasher)), Some(declared)) => {
                 let computed = algorithm.pick(hasher.finalize()).unwrap_or_default();
+                let announced = declared.trailer;
                 let sent = declared.value.or_else(|| {
                     let header = algorithm.header();
                     self.trailers.as_ref().and_then(|trailers| {
@@ -380,6 +386,15 @@ impl<S> Checked<S> {
                             .flatten()
                     })
                 });
+                if announced && sent.is_none() {
+                    return Err(S3Error::with_message(
+                        s3s::S3ErrorCode::InvalidRequest,
+                        format!(
+                            "The trailing checksum {} was announced but not sent.",
+                            algorithm.header()
+                        ),
+                    ));
+                }
                 if sent.as_ref().is_some_and(|sent| sent.trim() != computed) {
                     return Err(S3Error::with_message(
                         s3s::S3ErrorCode::BadDigest,

@@ -47,7 +47,23 @@ impl std::fmt::Debug for MasterKey {
 
 impl MasterKey {
     /// The master key in `path` (64 hex digits), made there (readable by
-    /// its owner only) if the file does not exist.
+    /// its owner only) if the file does not exist and no key was sealed
+    /// yet: keys sealed under a master key this gateway lacks would all
+    /// fail, so a missing file then is an error that says so.
+    pub async fn load_checked(path: &Path, accounts: &Accounts) -> anyhow::Result<Self> {
+        if !path.exists() && accounts.has_s3_keys().await? {
+            anyhow::bail!(
+                "the S3 master key file {} is missing, but S3 keys exist, sealed under a master \
+                 key: give this gateway the same file as the one that made them \
+                 (--s3-master-key-file)",
+                path.display()
+            );
+        }
+        Self::load_or_create(path)
+    }
+
+    /// The master key in `path`, made there if the file does not exist
+    /// (see [`MasterKey::load_checked`]).
     pub fn load_or_create(path: &Path) -> anyhow::Result<Self> {
         match std::fs::read_to_string(path) {
             Ok(text) => {
@@ -166,14 +182,17 @@ struct Known {
 #[derive(Debug, Clone)]
 pub(crate) struct KeyRing {
     auth: Arc<Authenticator>,
+    /// The S3 listener is on loopback: only then may it serve openly.
+    loopback: bool,
     master: MasterKey,
     cache: Arc<Mutex<HashMap<String, (Option<Known>, Instant)>>>,
 }
 
 impl KeyRing {
-    pub(crate) fn new(auth: Arc<Authenticator>, master: MasterKey) -> Self {
+    pub(crate) fn new(auth: Arc<Authenticator>, master: MasterKey, loopback: bool) -> Self {
         Self {
             auth,
+            loopback,
             master,
             cache: Arc::default(),
         }
@@ -236,7 +255,7 @@ impl S3Auth for KeyRing {
             .master
             .open(access_key, &known.key.sealed)
             .ok_or_else(|| {
-                tracing::error!(
+                tracing::warn!(
                     access_key,
                     "an S3 key's secret does not open with this gateway's master key \
                      (--s3-master-key-file): is it the same file on every gateway?"
@@ -257,11 +276,12 @@ impl S3Access for KeyRing {
     /// owner; an anonymous one is served only by an open gateway, as the
     /// open tree, like every other protocol.
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
-        let open = self
-            .auth
-            .is_open()
-            .await
-            .map_err(|error| s3_error!(InternalError, "{error}"))?;
+        let open = self.loopback
+            && self
+                .auth
+                .is_open()
+                .await
+                .map_err(|error| s3_error!(InternalError, "{error}"))?;
         let caller = match cx.credentials() {
             Some(credentials) => {
                 let known = self
@@ -278,8 +298,8 @@ impl S3Access for KeyRing {
                     None => {
                         return Err(s3_error!(
                             InvalidAccessKeyId,
-                            "This key belongs to the open tree, which closed when the first \
-                             user was created: create a key for a user."
+                            "This key belongs to the open tree, which is served only while \
+                             the gateway has no user: create a key for a user."
                         ));
                     }
                 }

@@ -104,8 +104,17 @@ impl S3Api {
                 .await
                 .map_err(object_error)?;
             let exhausted = rows.len() < SCAN_BATCH;
+            // The common prefix whose keys are being passed over: the rest
+            // of this batch skips them, the next query starts past them.
+            let mut skipping: Option<String> = None;
             for row in rows {
                 let key = row.path[root.len()..].to_owned();
+                if skipping
+                    .as_ref()
+                    .is_some_and(|common| key.starts_with(common.as_str()))
+                {
+                    continue;
+                }
                 let rolled = query
                     .delimiter
                     .filter(|delimiter| !delimiter.is_empty())
@@ -136,13 +145,13 @@ impl S3Api {
                     }
                     page.last = Some(entry);
                 }
-                if let Some(common) = &rolled {
-                    // Skip everything under this common prefix at once.
+                if let Some(common) = rolled {
                     match past_prefix(&format!("{root}{common}")) {
                         Some(past) => lower = Bound::Included(past),
                         None => break 'scan,
                     }
-                    continue 'scan;
+                    skipping = Some(common);
+                    continue;
                 }
                 lower = Bound::Excluded(format!("{root}{key}"));
             }
@@ -154,8 +163,13 @@ impl S3Api {
     }
 }
 
-/// The keys of a page as S3 lists them.
-fn objects(page: &Page, root_len: usize, encode: bool) -> Vec<Object> {
+/// The keys of a page as S3 lists them, with their `owner` when asked.
+fn objects(
+    page: &Page,
+    root_len: usize,
+    encode: bool,
+    owner: Option<&s3s::dto::Owner>,
+) -> Vec<Object> {
     page.objects
         .iter()
         .map(|meta| {
@@ -168,6 +182,7 @@ fn objects(page: &Page, root_len: usize, encode: bool) -> Vec<Object> {
                 storage_class: Some(ObjectStorageClass::from_static(
                     ObjectStorageClass::STANDARD,
                 )),
+                owner: owner.cloned(),
                 ..Object::default()
             }
         })
@@ -215,6 +230,18 @@ fn max_keys(asked: Option<i32>) -> S3Result<usize> {
     }
 }
 
+/// The owner S3 names in listings.
+pub(super) fn owner_of(caller: &crate::auth::Caller) -> s3s::dto::Owner {
+    s3s::dto::Owner {
+        display_name: Some(
+            caller
+                .user()
+                .map_or_else(|| "open".to_owned(), |user| user.name.clone()),
+        ),
+        id: Some(super::buckets::owner_id(caller.owner())),
+    }
+}
+
 /// A continuation token: where the next page begins, opaque to clients.
 fn token_of(last: &str) -> String {
     URL_SAFE_NO_PAD.encode(last)
@@ -257,7 +284,8 @@ impl S3Api {
             marker: Some(encoded(input.marker.as_deref().unwrap_or_default(), encode)),
             max_keys: Some(i32::try_from(query.max_keys).unwrap_or(i32::MAX)),
             is_truncated: Some(page.truncated),
-            contents: Some(objects(&page, root_len, encode)),
+            // Version 1 always names each key's owner.
+            contents: Some(objects(&page, root_len, encode, Some(&owner_of(&caller)))),
             common_prefixes: Some(common_prefixes(&page, encode)),
             delimiter: input
                 .delimiter
@@ -293,7 +321,11 @@ impl S3Api {
         };
         let page = self.list_page(caller.owner(), &query).await?;
         let root_len = input.bucket.len() + 1;
-        let contents = objects(&page, root_len, encode);
+        let owner = input
+            .fetch_owner
+            .unwrap_or(false)
+            .then(|| owner_of(&caller));
+        let contents = objects(&page, root_len, encode, owner.as_ref());
         let prefixes = common_prefixes(&page, encode);
         let key_count = contents.len() + prefixes.len();
         Ok(S3Response::new(ListObjectsV2Output {

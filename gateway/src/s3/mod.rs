@@ -48,11 +48,21 @@ pub(crate) fn router(
     auth: Arc<Authenticator>,
     master: MasterKey,
     domain: Option<&str>,
+    loopback: bool,
 ) -> anyhow::Result<Router> {
-    let keys = keys::KeyRing::new(auth, master);
+    let keys = keys::KeyRing::new(auth, master, loopback);
     let mut builder = S3ServiceBuilder::new(S3Api { files });
     builder.set_auth(keys.clone());
     builder.set_access(keys);
+    // What s3s reads whole, outside the memory budget, stays small: an XML
+    // body (1000 keys to delete, 10000 parts to complete fit in 4 MiB), and
+    // no browser form uploads at all (refused before s3s reads them).
+    let mut config = s3s::config::S3Config::default();
+    config.xml_max_body_size = MAX_XML_BODY;
+    config.post_object_max_file_size = 0;
+    builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(
+        config,
+    ))));
     if let Some(domain) = domain {
         builder.set_host(s3s::host::SingleDomain::new(domain)?);
     }
@@ -65,8 +75,43 @@ pub(crate) fn router(
                 StatusCode::INTERNAL_SERVER_ERROR
             },
         ))
+        .layer(axum::middleware::from_fn(refuse_form_uploads))
         .layer(axum::middleware::from_fn(request_ids))
         .layer(TraceLayer::new_for_http()))
+}
+
+/// Largest XML request body read (`DeleteObjects`, `CompleteMultipartUpload`).
+const MAX_XML_BODY: usize = 4 << 20;
+
+/// Refuse browser form uploads (`POST` of `multipart/form-data` to a
+/// bucket): `s3s` would read the whole file into memory before any check
+/// of who sends it. Every S3 client uploads with `PUT`.
+async fn refuse_form_uploads(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let form = request.method() == axum::http::Method::POST
+        && request
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| {
+                value
+                    .trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("multipart/form-data")
+            });
+    if form {
+        let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>NotImplemented</Code>\
+                    <Message>Browser form uploads (POST Object) are not supported: upload with PUT.</Message></Error>";
+        return axum::response::Response::builder()
+            .status(StatusCode::NOT_IMPLEMENTED)
+            .header(axum::http::header::CONTENT_TYPE, "application/xml")
+            .header(axum::http::header::CONNECTION, "close")
+            .body(axum::body::Body::from(body))
+            .unwrap_or_default();
+    }
+    next.run(request).await
 }
 
 /// Largest error body given its request id.
@@ -82,7 +127,18 @@ async fn request_ids(
     use axum::http::HeaderValue;
     let id = format!("{:016X}", rand::random::<u64>());
     let host = format!("{:032x}", rand::random::<u128>());
-    let response = next.run(request).await;
+    let head = request.method() == axum::http::Method::HEAD;
+    tracing::debug!(request_id = %id, method = %request.method(), uri = %request.uri(), "S3 request");
+    let mut response = next.run(request).await;
+    // s3s answers a ranged HEAD with 200; S3 with 206, as for a GET.
+    if head
+        && response.status() == StatusCode::OK
+        && response
+            .headers()
+            .contains_key(axum::http::header::CONTENT_RANGE)
+    {
+        *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+    }
     let status = response.status();
     let failed = status.is_client_error() || status.is_server_error();
     let small = response

@@ -511,10 +511,7 @@ impl S3Api {
             Err(AppError::NotFound(_)) => return Err(no_such_upload()),
             Err(error) => return Err(object_error(error)),
         }
-        Ok(S3Response::with_status(
-            AbortMultipartUploadOutput::default(),
-            axum::http::StatusCode::NO_CONTENT,
-        ))
+        Ok(S3Response::new(AbortMultipartUploadOutput::default()))
     }
 
     pub(super) async fn list_parts_(

@@ -98,7 +98,16 @@ impl FileService {
         // What the part may bring: the size limit, and what the quota
         // leaves beside the owner's other unfinished uploads.
         let path = FilePath::parse(&upload.path)?;
-        let mut room = self.max_body;
+        // The object may not pass the size limit: the parts kept so far
+        // (but one this replaces) and this one.
+        let kept: u64 = self
+            .multipart_parts(upload)
+            .await?
+            .iter()
+            .filter(|part| part.number != number)
+            .map(|part| part.size)
+            .sum();
+        let mut room = self.max_body.saturating_sub(kept);
         if let Some(quota_room) = self.quota_room(caller, &path).await? {
             let others = self
                 .volume
@@ -160,9 +169,8 @@ impl FileService {
 
     /// Store `upload`'s file from `parts` (in the order given) through an
     /// instance, `inspect` seeing every byte on its way (a whole-content
-    /// checksum), then forget the upload. A refusal no retry can change
-    /// (a 4xx) ends the upload too; anything else leaves it to be
-    /// completed again.
+    /// checksum), then forget the upload. If it fails the upload stays, to
+    /// be completed again or aborted (as S3 keeps it).
     pub(crate) async fn complete_multipart(
         &self,
         caller: &Caller,
@@ -191,11 +199,9 @@ impl FileService {
             Ok(session) => session.send(Body::from_stream(bytes)).await,
             Err(error) => Err(error),
         };
-        let finished = match &stored {
-            Ok(_) => true,
-            Err(error) => super::uploads::is_final(error),
-        };
-        if finished && let Err(error) = self.volume.remove_upload(None, &upload.id).await {
+        if stored.is_ok()
+            && let Err(error) = self.volume.remove_upload(None, &upload.id).await
+        {
             tracing::warn!(id = %upload.id, %error, "could not remove a finished upload");
         }
         stored
@@ -204,6 +210,6 @@ impl FileService {
     /// Abort `caller`'s multipart upload `id` and free its parts.
     pub(crate) async fn abort_multipart(&self, caller: &Caller, id: &str) -> Result<(), AppError> {
         self.find_multipart(caller, id).await?;
-        self.cancel_upload(caller, id).await
+        self.remove_upload(caller, id).await
     }
 }

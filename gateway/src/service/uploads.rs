@@ -225,8 +225,15 @@ impl FileService {
         }
     }
 
-    /// Cancel `caller`'s upload `id` and free its bytes.
+    /// Cancel `caller`'s resumable upload `id` and free its bytes.
     pub(crate) async fn cancel_upload(&self, caller: &Caller, id: &str) -> Result<(), AppError> {
+        // Only a tus upload: a multipart one is S3's to abort.
+        self.find_upload(caller, id).await?;
+        self.remove_upload(caller, id).await
+    }
+
+    /// Forget `caller`'s upload `id`, of any kind, and free its bytes.
+    pub(super) async fn remove_upload(&self, caller: &Caller, id: &str) -> Result<(), AppError> {
         let removed = self
             .volume
             .remove_upload(Some(caller.owner()), id)
@@ -439,7 +446,7 @@ fn part_bytes(
 /// refusal no retry can change (a 4xx: the path taken for a create-only
 /// upload, the quota, a bad path), not one that may pass later (no memory
 /// or instance free now, a lock, a timeout, a 5xx).
-pub(super) fn is_final(error: &AppError) -> bool {
+fn is_final(error: &AppError) -> bool {
     let status = error.status_and_code().0;
     status.is_client_error()
         && ![
