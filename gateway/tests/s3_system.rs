@@ -1,0 +1,1261 @@
+//! The S3 API (`--s3-listen`) as part of a system, each test against real
+//! gateways on free loopback ports: one gateway's blob store kept in
+//! another's S3 API; 6 GiB through multipart with the AWS CLI, read back
+//! by ranges past 4 GiB; a multipart upload carried across a restart and
+//! across two gateways on one PostgreSQL; abandoned uploads collected; and
+//! the keys (the open tree's, a user's, revoked, sealed under another
+//! master key).
+//!
+//! The S3 calls go through boto3 (`tests/s3_system/s3call.py`, one call a
+//! run, its outcome as JSON) and the AWS CLI, from `.tools/venv`:
+//! `scripts/install-test-deps.sh` installs them.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::os::unix::fs::{FileExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{random_bytes, sha256_hex};
+use gateway::AppState;
+use gateway::config::Config;
+use gateway::s3::MasterKey;
+use md5::Digest as _;
+use reqwest::header;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use volume::{BlobUrl, Owner, S3Settings};
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+const PASSWORD: &str = "a long s3 password";
+
+// ---------------------------------------------------------------------------
+// A gateway in this process serving REST and S3, on any data directory.
+
+struct Gateway {
+    addr: SocketAddr,
+    /// `None` without `--s3-listen`.
+    s3_addr: Option<SocketAddr>,
+    state: AppState,
+    config: Config,
+    client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl Gateway {
+    /// A gateway on `data_dir` (made if missing), defaults changed by
+    /// `configure`, both listeners (S3 unless `configure` turns it off) on
+    /// free loopback ports.
+    async fn start(data_dir: &Path, configure: impl FnOnce(&mut Config)) -> Self {
+        let mut config = Config::for_data_dir(data_dir);
+        config.instances = 2;
+        config.s3_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+        configure(&mut config);
+        let state = gateway::start(&config).await.unwrap();
+        let listener = TcpListener::bind(config.listen).await.unwrap();
+        let s3_listener = match config.s3_listen {
+            Some(s3_listen) => Some(TcpListener::bind(s3_listen).await.unwrap()),
+            None => None,
+        };
+        let addr = listener.local_addr().unwrap();
+        let s3_addr = s3_listener.as_ref().map(|l| l.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(gateway::serve_with_s3(
+            listener,
+            s3_listener,
+            state.clone(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        Self {
+            addr,
+            s3_addr,
+            state,
+            config,
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(300))
+                .build()
+                .unwrap(),
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://{}", self.s3_addr.unwrap())
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn accounts(&self) -> &volume::Accounts {
+        self.state.auth.accounts()
+    }
+
+    /// A new key for `owner`, sealed under this gateway's master key file.
+    async fn key(&self, owner: Owner, label: &str) -> Key {
+        let master = MasterKey::load_or_create(&self.config.s3_master_key_path()).unwrap();
+        let (id, secret) = gateway::s3::keys::create_key(self.accounts(), &master, owner, label)
+            .await
+            .unwrap();
+        Key::Signed(id, secret)
+    }
+
+    /// `GET /files/{path}` with `range` (`first-last`) and `token`, if given.
+    async fn get_file(
+        &self,
+        path: &str,
+        range: Option<(u64, u64)>,
+        token: Option<&str>,
+    ) -> reqwest::Response {
+        let mut request = self.client.get(self.url(&format!("/files/{path}")));
+        if let Some((first, last)) = range {
+            request = request.header(header::RANGE, format!("bytes={first}-{last}"));
+        }
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send().await.unwrap()
+    }
+
+    /// The largest linear memory of any instance now.
+    async fn max_instance_memory(&self) -> u64 {
+        let pool: Value = self
+            .client
+            .get(self.url("/admin/pool"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        pool["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|instance| instance["memory_bytes"].as_u64().unwrap())
+            .max()
+            .unwrap()
+    }
+
+    /// Shut down gracefully and wait until both listeners have stopped.
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.unwrap().unwrap();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The clients.
+
+#[derive(Clone, Debug)]
+enum Key {
+    Signed(String, String),
+    Anonymous,
+}
+
+impl Key {
+    fn id(&self) -> &str {
+        match self {
+            Self::Signed(id, _) => id,
+            Self::Anonymous => panic!("an anonymous key has no id"),
+        }
+    }
+}
+
+fn tool(name: &str) -> PathBuf {
+    testsupport::find_tool(name).unwrap()
+}
+
+/// A command with none of the caller's AWS settings or proxies.
+fn clean(program: &Path) -> Command {
+    let mut command = Command::new(program);
+    for var in [
+        "AWS_CA_BUNDLE",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_ENDPOINT_URL",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "http_proxy",
+        "https_proxy",
+    ] {
+        command.env_remove(var);
+    }
+    command.env("NO_PROXY", "127.0.0.1,localhost");
+    command
+}
+
+/// Run `command` to completion off the runtime's threads, killing it
+/// after `limit`.
+async fn run(mut command: Command, limit: Duration) -> Output {
+    let name = format!("{command:?}");
+    tokio::task::spawn_blocking(move || {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| panic!("{name} did not start ({error}); is it installed?"));
+        let mut stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let out = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            std::io::Read::read_to_end(&mut stdout, &mut buf).unwrap();
+            buf
+        });
+        let err = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            std::io::Read::read_to_end(&mut stderr, &mut buf).unwrap();
+            buf
+        });
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > limit {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!(
+                    "{name} ran longer than {limit:?}:\n{}\n{}",
+                    String::from_utf8_lossy(&out.join().unwrap()),
+                    String::from_utf8_lossy(&err.join().unwrap())
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Output {
+            status,
+            stdout: out.join().unwrap(),
+            stderr: err.join().unwrap(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+/// One boto3 call against `endpoint`: `{"ok": …}` or `{"error": CODE,
+/// "status": N, …}`.
+async fn s3(endpoint: &str, key: &Key, operation: &str, params: Value) -> Value {
+    let mut command = clean(&tool("python3"));
+    command
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3_system/s3call.py"))
+        .args(["--endpoint", endpoint]);
+    match key {
+        // `=`: a secret may begin with `-`.
+        Key::Signed(id, secret) => {
+            command.args([format!("--access-key={id}"), format!("--secret={secret}")])
+        }
+        Key::Anonymous => command.arg("--anonymous"),
+    };
+    command.arg(operation).arg(params.to_string());
+    let output = run(command, Duration::from_secs(180)).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "s3call {operation} failed ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|error| panic!("{error}: {stdout}"))
+}
+
+/// The result of a call that must succeed.
+async fn s3_ok(endpoint: &str, key: &Key, operation: &str, params: Value) -> Value {
+    let answer = s3(endpoint, key, operation, params.clone()).await;
+    assert!(answer.get("ok").is_some(), "{operation} {params}: {answer}");
+    answer["ok"].clone()
+}
+
+/// The error (code, status) of a call that must fail.
+async fn s3_err(endpoint: &str, key: &Key, operation: &str, params: Value) -> (String, u64) {
+    let answer = s3(endpoint, key, operation, params.clone()).await;
+    assert!(
+        answer.get("error").is_some(),
+        "{operation} {params} succeeded: {answer}"
+    );
+    (
+        answer["error"].as_str().unwrap().to_owned(),
+        answer["status"].as_u64().unwrap(),
+    )
+}
+
+/// Upload part `number` of `bytes` (written to a file in `dir`) and return
+/// its ETag.
+async fn upload_part(
+    endpoint: &str,
+    key: &Key,
+    dir: &Path,
+    (bucket, object, upload): (&str, &str, &str),
+    number: u32,
+    bytes: &[u8],
+) -> String {
+    let file = dir.join(format!("part-{number}"));
+    std::fs::write(&file, bytes).unwrap();
+    let answer = s3_ok(
+        endpoint,
+        key,
+        "upload_part",
+        json!({"Bucket": bucket, "Key": object, "UploadId": upload, "PartNumber": number,
+               "Body": {"file": file}}),
+    )
+    .await;
+    std::fs::remove_file(&file).unwrap();
+    let etag = answer["ETag"].as_str().unwrap().to_owned();
+    assert_eq!(
+        etag.trim_matches('"'),
+        hex::encode(md5::Md5::digest(bytes)),
+        "part {number}'s ETag"
+    );
+    etag
+}
+
+fn completed(parts: &[(u32, String)]) -> Value {
+    json!({"Parts": parts.iter().map(|(number, etag)| json!({"PartNumber": number, "ETag": etag}))
+        .collect::<Vec<_>>()})
+}
+
+/// The multipart ETag of `parts`: MD5 of their MD5s, dash, their count.
+fn multipart_etag<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> String {
+    let mut digests = Vec::new();
+    let mut count = 0;
+    for part in parts {
+        digests.extend_from_slice(&md5::Md5::digest(part));
+        count += 1;
+    }
+    format!("\"{}-{count}\"", hex::encode(md5::Md5::digest(&digests)))
+}
+
+/// Bounds a whole test.
+async fn within<F: std::future::Future<Output = ()>>(limit: Duration, test: F) {
+    tokio::time::timeout(limit, test)
+        .await
+        .unwrap_or_else(|_| panic!("the test took longer than {limit:?}"));
+}
+
+/// Polls `check` every 100 ms until it holds or `limit` passes; whether it
+/// held.
+async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 1. A gateway's blob store in another gateway's S3 API.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_gateway_keeps_its_blobs_in_our_own_s3() {
+    within(Duration::from_secs(300), async {
+        let dir_a = tempfile::tempdir().unwrap();
+        let dir_b = tempfile::tempdir().unwrap();
+        let a = Gateway::start(dir_a.path(), |_| {}).await;
+        let key = a.key(Owner::OPEN, "blob store").await;
+        s3_ok(
+            &a.endpoint(),
+            &key,
+            "create_bucket",
+            json!({"Bucket": "store"}),
+        )
+        .await;
+
+        let Key::Signed(id, secret) = key.clone() else {
+            unreachable!()
+        };
+        let b = Gateway::start(dir_b.path(), |config| {
+            config.blob_store = Some(BlobUrl::S3 {
+                bucket: "store".into(),
+                prefix: "blobs".into(),
+            });
+            config.s3 = S3Settings {
+                endpoint: Some(a.endpoint()),
+                region: Some("us-east-1".into()),
+                access_key_id: Some(id),
+                secret_access_key: Some(secret),
+                allow_http: Some(true),
+            };
+            config.orphan_grace = Duration::from_secs(1);
+            config.removal_lease = Duration::from_secs(1);
+            config.gc_interval = Duration::from_millis(500);
+            config.s3_listen = None;
+        })
+        .await;
+
+        // Sizes on both sides of the object store's single-PUT limit
+        // (8 MiB; past it, B uploads the blob to A in parts).
+        let files: Vec<(String, Vec<u8>)> = [0usize, 1, 70_000, 3 << 20, (20 << 20) + 3]
+            .iter()
+            .map(|&len| (format!("dir/f{len}.bin"), random_bytes(len)))
+            .collect();
+        for (path, bytes) in &files {
+            let answer = b
+                .client
+                .put(b.url(&format!("/files/{path}")))
+                .body(bytes.clone())
+                .send()
+                .await
+                .unwrap();
+            assert!(
+                answer.status().is_success(),
+                "PUT {path} on B: {}",
+                answer.status()
+            );
+        }
+        for (path, bytes) in &files {
+            let answer = b.get_file(path, None, None).await;
+            assert_eq!(answer.status(), 200, "GET {path} on B");
+            let got = answer.bytes().await.unwrap();
+            assert!(got[..] == bytes[..], "GET {path} on B: other bytes");
+            // A range, read from A's S3 through B's object store.
+            if bytes.len() > 100 {
+                let len = bytes.len() as u64;
+                let answer = b.get_file(path, Some((len - 100, len - 1)), None).await;
+                assert_eq!(answer.status(), 206, "ranged GET {path} on B");
+                assert!(answer.bytes().await.unwrap()[..] == bytes[bytes.len() - 100..]);
+            }
+        }
+
+        // The same content again, at another path: B's conditional PUT of a
+        // blob A already holds is refused (412), which B takes as stored.
+        let (path, bytes) = &files[2];
+        let again = b
+            .client
+            .put(b.url("/files/again/copy.bin"))
+            .body(bytes.clone())
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            again.status().is_success(),
+            "PUT again on B: {}",
+            again.status()
+        );
+        let answer = b.get_file("again/copy.bin", None, None).await;
+        assert_eq!(answer.status(), 200);
+        assert!(
+            answer.bytes().await.unwrap()[..] == bytes[..],
+            "{path} again"
+        );
+        let digest = sha256_hex(bytes);
+        let (code, status) = s3_err(
+            &a.endpoint(),
+            &key,
+            "put_object",
+            json!({"Bucket": "store", "Key": format!("blobs/{}/{digest}", &digest[..2]),
+                   "IfNoneMatch": "*", "Body": {"hex": "00"}}),
+        )
+        .await;
+        assert_eq!((code.as_str(), status), ("PreconditionFailed", 412));
+
+        // Every blob is an object of A's bucket named by its SHA-256: its
+        // content (then its BLAKE3 outboard), read through A's S3 and A's
+        // /files/.
+        let listed = s3_ok(
+            &a.endpoint(),
+            &key,
+            "list_objects_v2",
+            json!({"Bucket": "store", "Prefix": "blobs/"}),
+        )
+        .await;
+        let objects: std::collections::HashMap<String, u64> = listed["Contents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                (
+                    o["Key"].as_str().unwrap().to_owned(),
+                    o["Size"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        for (path, bytes) in &files {
+            let digest = sha256_hex(bytes);
+            let name = format!("blobs/{}/{digest}", &digest[..2]);
+            let size = *objects
+                .get(&name)
+                .unwrap_or_else(|| panic!("{path}: no object {name} in A's bucket: {objects:?}"));
+            assert!(size >= bytes.len() as u64, "{name}: {size} bytes");
+            if bytes.is_empty() {
+                continue;
+            }
+            let last = bytes.len() - 1;
+            let got = s3_ok(
+                &a.endpoint(),
+                &key,
+                "get_object",
+                json!({"Bucket": "store", "Key": name, "Range": format!("bytes=0-{last}")}),
+            )
+            .await;
+            assert_eq!(
+                got["Body"]["sha256"],
+                digest.as_str(),
+                "{name} through A's S3"
+            );
+            let answer = a
+                .get_file(&format!("store/{name}"), Some((0, last as u64)), None)
+                .await;
+            assert!(answer.status().is_success(), "{name} through A's /files/");
+            assert!(answer.bytes().await.unwrap()[..] == bytes[..]);
+        }
+
+        // Deleted through B, a blob leaves A's bucket once collected.
+        let (path, bytes) = &files[3];
+        let answer = b
+            .client
+            .delete(b.url(&format!("/files/{path}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 204, "DELETE {path} on B");
+        let digest = sha256_hex(bytes);
+        let name = format!("store/blobs/{}/{digest}", &digest[..2]);
+        let gone = eventually(Duration::from_secs(20), || async {
+            a.get_file(&name, None, None).await.status() == 404
+        })
+        .await;
+        assert!(
+            gone,
+            "{name} is still in A's bucket 20 s after its file was deleted"
+        );
+        let answer = b.get_file(&files[4].0, None, None).await;
+        assert_eq!(answer.status(), 200);
+        assert!(answer.bytes().await.unwrap()[..] == files[4].1[..]);
+
+        b.stop().await;
+        a.stop().await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// 2. 6 GiB through multipart with the AWS CLI.
+
+/// A 6 GiB file, sparse but for random 64 MiB blocks at the start, across
+/// the 4 GiB boundary and at the end.
+fn six_gib_file(path: &Path) -> (u64, Vec<(u64, Vec<u8>)>) {
+    let size = 6 * GIB;
+    let file = std::fs::File::create(path).unwrap();
+    file.set_len(size).unwrap();
+    let blocks: Vec<(u64, Vec<u8>)> = [0, 4 * GIB - 32 * MIB, size - 64 * MIB]
+        .into_iter()
+        .map(|at| (at, random_bytes(64 << 20)))
+        .collect();
+    for (at, block) in &blocks {
+        file.write_all_at(block, *at).unwrap();
+    }
+    file.sync_all().unwrap();
+    (size, blocks)
+}
+
+/// Bytes `first..=last` of the file `six_gib_file` made.
+fn expected_range(blocks: &[(u64, Vec<u8>)], first: u64, last: u64) -> Vec<u8> {
+    let mut bytes = vec![0u8; usize::try_from(last + 1 - first).unwrap()];
+    for (start, block) in blocks {
+        let end = start + block.len() as u64;
+        let (from, to) = (first.max(*start), (last + 1).min(end));
+        if from < to {
+            bytes[usize::try_from(from - first).unwrap()..usize::try_from(to - first).unwrap()]
+                .copy_from_slice(
+                    &block[usize::try_from(from - start).unwrap()
+                        ..usize::try_from(to - start).unwrap()],
+                );
+        }
+    }
+    bytes
+}
+
+/// The ETag of `six_gib_file`'s content uploaded in 64 MiB parts (the
+/// MD5 of a part of zeros computed once).
+fn expected_etag(size: u64, blocks: &[(u64, Vec<u8>)]) -> String {
+    const PART: u64 = 64 * MIB;
+    let zeros = md5::Md5::digest(vec![0u8; PART as usize]);
+    let mut digests = Vec::new();
+    for index in 0..size / PART {
+        let at = index * PART;
+        let touched = blocks
+            .iter()
+            .any(|(start, block)| *start < at + PART && at < start + block.len() as u64);
+        if touched {
+            digests.extend_from_slice(&md5::Md5::digest(expected_range(blocks, at, at + PART - 1)));
+        } else {
+            digests.extend_from_slice(&zeros);
+        }
+    }
+    format!(
+        "\"{}-{}\"",
+        hex::encode(md5::Md5::digest(&digests)),
+        size / PART
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn six_gib_through_multipart_with_the_aws_cli() {
+    within(Duration::from_secs(600), async {
+        let work = tempfile::Builder::new()
+            .prefix("s3-system-6g")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let source = work.path().join("six.bin");
+        let (size, blocks) = six_gib_file(&source);
+        let data = work.path().join("data");
+        let gateway = Gateway::start(&data, |_| {}).await;
+        let key = gateway.key(Owner::OPEN, "aws").await;
+        s3_ok(&gateway.endpoint(), &key, "create_bucket", json!({"Bucket": "big"})).await;
+
+        let config = work.path().join("aws-config");
+        std::fs::write(
+            &config,
+            "[default]\nregion = us-east-1\ns3 =\n  multipart_threshold = 64MB\n  multipart_chunksize = 64MB\n  max_concurrent_requests = 4\n  addressing_style = path\n",
+        )
+        .unwrap();
+        std::fs::write(work.path().join("aws-credentials"), "").unwrap();
+        let mut aws = clean(&tool("aws"));
+        aws.env("AWS_CONFIG_FILE", &config)
+            .env(
+                "AWS_SHARED_CREDENTIALS_FILE",
+                work.path().join("aws-credentials"),
+            )
+            .env("AWS_ACCESS_KEY_ID", key.id())
+            .env("AWS_SECRET_ACCESS_KEY", match &key {
+                Key::Signed(_, secret) => secret,
+                Key::Anonymous => unreachable!(),
+            })
+            .env("AWS_MAX_ATTEMPTS", "1")
+            .args(["--endpoint-url", &gateway.endpoint()])
+            .args(["s3", "cp", "--no-progress"])
+            .arg(&source)
+            .arg("s3://big/six.bin");
+        let started = Instant::now();
+        let output = run(aws, Duration::from_secs(420)).await;
+        eprintln!("aws s3 cp of 6 GiB: {:?}", started.elapsed());
+        assert!(
+            output.status.success(),
+            "aws s3 cp failed ({}):\n{}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        std::fs::remove_file(&source).unwrap();
+
+        let endpoint = gateway.endpoint();
+        let head = s3_ok(&endpoint, &key, "head_object", json!({"Bucket": "big", "Key": "six.bin"}))
+            .await;
+        assert_eq!(head["ContentLength"], size, "{head}");
+        assert_eq!(head["ETag"], expected_etag(size, &blocks).as_str(), "{head}");
+
+        // The last byte, and 200 bytes across 4 GiB, through S3 and /files/.
+        for (first, last) in [(size - 1, size - 1), (4 * GIB - 100, 4 * GIB + 99), (0, 99)] {
+            let expected = expected_range(&blocks, first, last);
+            let got = s3_ok(
+                &endpoint,
+                &key,
+                "get_object",
+                json!({"Bucket": "big", "Key": "six.bin", "Range": format!("bytes={first}-{last}")}),
+            )
+            .await;
+            assert_eq!(got["ContentLength"], last - first + 1, "{first}-{last}");
+            assert_eq!(
+                got["ContentRange"],
+                format!("bytes {first}-{last}/{size}").as_str()
+            );
+            assert_eq!(got["Body"]["hex"], hex::encode(&expected).as_str(), "S3 {first}-{last}");
+            let answer = gateway.get_file("big/six.bin", Some((first, last)), None).await;
+            assert_eq!(answer.status(), 206, "/files/ {first}-{last}");
+            assert_eq!(
+                answer.headers()[header::CONTENT_RANGE],
+                format!("bytes {first}-{last}/{size}").as_str()
+            );
+            assert!(
+                answer.bytes().await.unwrap()[..] == expected[..],
+                "/files/ {first}-{last}"
+            );
+        }
+        // The suffix form, through S3.
+        let got = s3_ok(
+            &endpoint,
+            &key,
+            "get_object",
+            json!({"Bucket": "big", "Key": "six.bin", "Range": "bytes=-1"}),
+        )
+        .await;
+        assert_eq!(
+            got["Body"]["hex"],
+            hex::encode(expected_range(&blocks, size - 1, size - 1)).as_str()
+        );
+
+        let largest = gateway.max_instance_memory().await;
+        eprintln!("largest instance: {largest} bytes");
+        assert!(largest <= 40 * MIB, "an instance of {largest} bytes");
+
+        // No parts left behind; the object goes with a DELETE.
+        let uploads = s3_ok(&endpoint, &key, "list_multipart_uploads", json!({"Bucket": "big"})).await;
+        assert!(uploads.get("Uploads").is_none(), "{uploads}");
+        s3_ok(&endpoint, &key, "delete_object", json!({"Bucket": "big", "Key": "six.bin"})).await;
+        gateway.stop().await;
+        drop(work);
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// 3. A multipart upload survives a restart.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn multipart_upload_survives_a_restart() {
+    within(Duration::from_secs(180), async {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let scratch = tempfile::tempdir().unwrap();
+        let parts: Vec<Vec<u8>> = vec![
+            random_bytes(5 << 20),
+            random_bytes((5 << 20) + 1),
+            random_bytes(12345),
+        ];
+        let first = Gateway::start(&data, |_| {}).await;
+        let key = first.key(Owner::OPEN, "restart").await;
+        let endpoint = first.endpoint();
+        s3_ok(&endpoint, &key, "create_bucket", json!({"Bucket": "keep"})).await;
+        let created = s3_ok(
+            &endpoint,
+            &key,
+            "create_multipart_upload",
+            json!({"Bucket": "keep", "Key": "a/b.bin", "Metadata": {"colour": "blue"},
+                   "ContentType": "application/x-test"}),
+        )
+        .await;
+        let upload = created["UploadId"].as_str().unwrap().to_owned();
+        let target = ("keep", "a/b.bin", upload.as_str());
+        let mut etags = Vec::new();
+        for (number, bytes) in (1..).zip(&parts[..2]) {
+            etags.push((
+                number,
+                upload_part(&endpoint, &key, scratch.path(), target, number, bytes).await,
+            ));
+        }
+        first.stop().await;
+
+        let second = Gateway::start(&data, |_| {}).await;
+        let endpoint = second.endpoint();
+        let listed = s3_ok(
+            &endpoint,
+            &key,
+            "list_parts",
+            json!({"Bucket": "keep", "Key": "a/b.bin", "UploadId": upload}),
+        )
+        .await;
+        let numbers: Vec<u64> = listed["Parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|part| part["PartNumber"].as_u64().unwrap())
+            .collect();
+        assert_eq!(numbers, [1, 2], "{listed}");
+        etags.push((
+            3,
+            upload_part(&endpoint, &key, scratch.path(), target, 3, &parts[2]).await,
+        ));
+        let done = s3_ok(
+            &endpoint,
+            &key,
+            "complete_multipart_upload",
+            json!({"Bucket": "keep", "Key": "a/b.bin", "UploadId": upload,
+                   "MultipartUpload": completed(&etags)}),
+        )
+        .await;
+        let etag = multipart_etag(parts.iter().map(Vec::as_slice));
+        assert_eq!(done["ETag"], etag.as_str(), "{done}");
+
+        let whole = parts.concat();
+        let got = s3_ok(
+            &endpoint,
+            &key,
+            "get_object",
+            json!({"Bucket": "keep", "Key": "a/b.bin"}),
+        )
+        .await;
+        assert_eq!(got["Body"]["len"], whole.len());
+        assert_eq!(got["Body"]["sha256"], sha256_hex(&whole).as_str());
+        assert_eq!(got["ETag"], etag.as_str());
+        assert_eq!(got["Metadata"]["colour"], "blue", "{got}");
+        assert_eq!(got["ContentType"], "application/x-test", "{got}");
+        let answer = second.get_file("keep/a/b.bin", None, None).await;
+        assert_eq!(answer.status(), 200);
+        assert!(answer.bytes().await.unwrap()[..] == whole[..]);
+        let uploads = s3_ok(
+            &endpoint,
+            &key,
+            "list_multipart_uploads",
+            json!({"Bucket": "keep"}),
+        )
+        .await;
+        assert!(uploads.get("Uploads").is_none(), "{uploads}");
+        second.stop().await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// 4. Across gateways on one PostgreSQL.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn multipart_upload_across_two_gateways() {
+    within(Duration::from_secs(240), async {
+        let postgres = tokio::task::spawn_blocking(|| testsupport::Postgres::start().unwrap())
+            .await
+            .unwrap();
+        let database = postgres.create_database("s3_system").unwrap();
+        let shared = tempfile::tempdir().unwrap();
+        let blobs = shared.path().join("blobs");
+        let master = shared.path().join("master.key");
+        let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let configure = |config: &mut Config| {
+            config.database_url = Some(database.parse().unwrap());
+            config.blob_store = Some(BlobUrl::Local(blobs.clone()));
+            config.s3_master_key_file = Some(master.clone());
+        };
+        let a = Gateway::start(dir_a.path(), configure).await;
+        let b = Gateway::start(dir_b.path(), configure).await;
+        let key = a.key(Owner::OPEN, "both").await;
+        let scratch = tempfile::tempdir().unwrap();
+        let gateways = [a.endpoint(), b.endpoint()];
+
+        s3_ok(
+            &gateways[0],
+            &key,
+            "create_bucket",
+            json!({"Bucket": "shared"}),
+        )
+        .await;
+        let head = s3(
+            &gateways[1],
+            &key,
+            "head_bucket",
+            json!({"Bucket": "shared"}),
+        )
+        .await;
+        assert!(
+            head.get("ok").is_some(),
+            "B does not see A's bucket: {head}"
+        );
+        let created = s3_ok(
+            &gateways[0],
+            &key,
+            "create_multipart_upload",
+            json!({"Bucket": "shared", "Key": "together.bin"}),
+        )
+        .await;
+        let upload = created["UploadId"].as_str().unwrap().to_owned();
+        let target = ("shared", "together.bin", upload.as_str());
+        let parts: Vec<Vec<u8>> = vec![
+            random_bytes(5 << 20),
+            random_bytes(5 << 20),
+            random_bytes((5 << 20) + 7),
+            random_bytes(4321),
+        ];
+        let mut etags = Vec::new();
+        for (number, bytes) in (1..).zip(&parts) {
+            let through = &gateways[(number as usize - 1) % 2];
+            etags.push((
+                number,
+                upload_part(through, &key, scratch.path(), target, number, bytes).await,
+            ));
+        }
+        // Both see every part and the upload.
+        for endpoint in &gateways {
+            let listed = s3_ok(
+                endpoint,
+                &key,
+                "list_parts",
+                json!({"Bucket": "shared", "Key": "together.bin", "UploadId": upload}),
+            )
+            .await;
+            assert_eq!(
+                listed["Parts"].as_array().unwrap().len(),
+                4,
+                "{endpoint}: {listed}"
+            );
+            let uploads = s3_ok(
+                endpoint,
+                &key,
+                "list_multipart_uploads",
+                json!({"Bucket": "shared"}),
+            )
+            .await;
+            assert_eq!(
+                uploads["Uploads"][0]["UploadId"],
+                upload.as_str(),
+                "{uploads}"
+            );
+        }
+        let done = s3_ok(
+            &gateways[1],
+            &key,
+            "complete_multipart_upload",
+            json!({"Bucket": "shared", "Key": "together.bin", "UploadId": upload,
+                   "MultipartUpload": completed(&etags)}),
+        )
+        .await;
+        let etag = multipart_etag(parts.iter().map(Vec::as_slice));
+        assert_eq!(done["ETag"], etag.as_str(), "{done}");
+
+        let whole = parts.concat();
+        let got = s3_ok(
+            &gateways[0],
+            &key,
+            "get_object",
+            json!({"Bucket": "shared", "Key": "together.bin"}),
+        )
+        .await;
+        assert_eq!(got["Body"]["len"], whole.len());
+        assert_eq!(got["Body"]["sha256"], sha256_hex(&whole).as_str());
+        assert_eq!(got["ETag"], etag.as_str());
+        let answer = a.get_file("shared/together.bin", None, None).await;
+        assert_eq!(answer.status(), 200);
+        assert!(answer.bytes().await.unwrap()[..] == whole[..]);
+        for endpoint in &gateways {
+            let uploads = s3_ok(
+                endpoint,
+                &key,
+                "list_multipart_uploads",
+                json!({"Bucket": "shared"}),
+            )
+            .await;
+            assert!(uploads.get("Uploads").is_none(), "{uploads}");
+        }
+        // The parts are gone from the shared store.
+        let parts_dir = blobs.join("uploads").join(&upload);
+        let gone = eventually(Duration::from_secs(10), || async { !parts_dir.exists() }).await;
+        assert!(gone, "{} is still there", parts_dir.display());
+
+        b.stop().await;
+        a.stop().await;
+        drop(postgres);
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// 5. Abandoned uploads expire and are collected.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn abandoned_uploads_expire_and_are_collected() {
+    within(Duration::from_secs(120), async {
+        let dir = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let gateway = Gateway::start(dir.path(), |config| {
+            config.upload_expiry = Duration::from_secs(2);
+            config.gc_interval = Duration::from_millis(500);
+        })
+        .await;
+        let key = gateway.key(Owner::OPEN, "expiry").await;
+        let endpoint = gateway.endpoint();
+        s3_ok(&endpoint, &key, "create_bucket", json!({"Bucket": "gone"})).await;
+        let created = s3_ok(
+            &endpoint,
+            &key,
+            "create_multipart_upload",
+            json!({"Bucket": "gone", "Key": "left.bin"}),
+        )
+        .await;
+        let upload = created["UploadId"].as_str().unwrap().to_owned();
+        upload_part(
+            &endpoint,
+            &key,
+            scratch.path(),
+            ("gone", "left.bin", &upload),
+            1,
+            &random_bytes(5 << 20),
+        )
+        .await;
+        let parts_dir = dir.path().join("blobs").join("uploads").join(&upload);
+        assert!(parts_dir.is_dir(), "no {}", parts_dir.display());
+        let listed = s3_ok(
+            &endpoint,
+            &key,
+            "list_multipart_uploads",
+            json!({"Bucket": "gone"}),
+        )
+        .await;
+        assert_eq!(
+            listed["Uploads"][0]["UploadId"],
+            upload.as_str(),
+            "{listed}"
+        );
+
+        let started = Instant::now();
+        let collected = eventually(Duration::from_secs(20), || async { !parts_dir.exists() }).await;
+        assert!(collected, "{} is still there 20 s on", parts_dir.display());
+        eprintln!("collected after {:?}", started.elapsed());
+        let listed = s3_ok(
+            &endpoint,
+            &key,
+            "list_multipart_uploads",
+            json!({"Bucket": "gone"}),
+        )
+        .await;
+        assert!(listed.get("Uploads").is_none(), "{listed}");
+        let (code, status) = s3_err(
+            &endpoint,
+            &key,
+            "list_parts",
+            json!({"Bucket": "gone", "Key": "left.bin", "UploadId": upload}),
+        )
+        .await;
+        assert_eq!((code.as_str(), status), ("NoSuchUpload", 404));
+        let (code, status) = s3_err(
+            &endpoint,
+            &key,
+            "upload_part",
+            json!({"Bucket": "gone", "Key": "left.bin", "UploadId": upload, "PartNumber": 2,
+                   "Body": {"hex": "00"}}),
+        )
+        .await;
+        assert_eq!((code.as_str(), status), ("NoSuchUpload", 404));
+        let (code, _) = s3_err(
+            &endpoint,
+            &key,
+            "head_object",
+            json!({"Bucket": "gone", "Key": "left.bin"}),
+        )
+        .await;
+        assert_eq!(code, "404");
+        gateway.stop().await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// 6. Keys.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn keys_reach_their_owners_tree_until_revoked() {
+    within(Duration::from_secs(180), async {
+        let dir = tempfile::tempdir().unwrap();
+        let gateway = Gateway::start(dir.path(), |_| {}).await;
+        let endpoint = gateway.endpoint();
+
+        let master_file = gateway.config.s3_master_key_path();
+        let mode = std::fs::metadata(&master_file)
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{} is {mode:o}", master_file.display());
+
+        // No user yet: the open tree's key, and unsigned requests, work.
+        let open = gateway.key(Owner::OPEN, "open").await;
+        s3_ok(
+            &endpoint,
+            &open,
+            "create_bucket",
+            json!({"Bucket": "public"}),
+        )
+        .await;
+        s3_ok(
+            &endpoint,
+            &open,
+            "put_object",
+            json!({"Bucket": "public", "Key": "x", "Body": {"hex": "0102"}}),
+        )
+        .await;
+        let listed = s3_ok(&endpoint, &Key::Anonymous, "list_buckets", json!({})).await;
+        assert_eq!(listed["Buckets"][0]["Name"], "public", "{listed}");
+
+        // Then a user: the open key and anonymous requests are refused.
+        gateway::cli::add_user(gateway.accounts(), "alice", PASSWORD, false, None)
+            .await
+            .unwrap();
+        gateway::cli::add_user(gateway.accounts(), "bob", PASSWORD, false, None)
+            .await
+            .unwrap();
+        let refused = eventually(Duration::from_secs(3), || async {
+            s3(&endpoint, &open, "list_buckets", json!({}))
+                .await
+                .get("error")
+                .is_some()
+        })
+        .await;
+        assert!(refused, "the open tree's key still works with a user");
+        let (code, status) = s3_err(&endpoint, &open, "list_buckets", json!({})).await;
+        assert_eq!((code.as_str(), status), ("InvalidAccessKeyId", 403));
+        let (code, status) = s3_err(
+            &endpoint,
+            &open,
+            "get_object",
+            json!({"Bucket": "public", "Key": "x"}),
+        )
+        .await;
+        assert_eq!((code.as_str(), status), ("InvalidAccessKeyId", 403));
+        let (code, status) = s3_err(&endpoint, &Key::Anonymous, "list_buckets", json!({})).await;
+        assert_eq!(status, 403, "anonymous list_buckets with a user: {code}");
+        let (code, status) = s3_err(
+            &endpoint,
+            &Key::Anonymous,
+            "put_object",
+            json!({"Bucket": "public", "Key": "y", "Body": {"hex": "00"}}),
+        )
+        .await;
+        assert_eq!(status, 403, "anonymous put_object with a user: {code}");
+
+        // A user's key reaches that user's tree, and only it.
+        let alice = gateway
+            .accounts()
+            .user_named("alice")
+            .await
+            .unwrap()
+            .unwrap();
+        let bob = gateway.accounts().user_named("bob").await.unwrap().unwrap();
+        let alice_key = gateway.key(alice.owner(), "alice").await;
+        let bob_key = gateway.key(bob.owner(), "bob").await;
+        s3_ok(
+            &endpoint,
+            &alice_key,
+            "create_bucket",
+            json!({"Bucket": "photos"}),
+        )
+        .await;
+        s3_ok(
+            &endpoint,
+            &alice_key,
+            "put_object",
+            json!({"Bucket": "photos", "Key": "2024/beach.jpg", "Body": {"hex": "cafe"}}),
+        )
+        .await;
+        let token = gateway::cli::create_token(gateway.accounts(), "alice", "test")
+            .await
+            .unwrap()
+            .0;
+        let answer = gateway
+            .get_file("photos/2024/beach.jpg", None, Some(&token))
+            .await;
+        assert_eq!(answer.status(), 200);
+        assert_eq!(answer.bytes().await.unwrap()[..], [0xca, 0xfe]);
+        let bob_token = gateway::cli::create_token(gateway.accounts(), "bob", "test")
+            .await
+            .unwrap()
+            .0;
+        let answer = gateway
+            .get_file("photos/2024/beach.jpg", None, Some(&bob_token))
+            .await;
+        assert_eq!(
+            answer.status(),
+            404,
+            "bob reads alice's file through /files/"
+        );
+        let listed = s3_ok(&endpoint, &bob_key, "list_buckets", json!({})).await;
+        assert!(
+            listed
+                .get("Buckets")
+                .is_none_or(|b| b.as_array().unwrap().is_empty()),
+            "bob sees {listed}"
+        );
+        let (code, status) = s3_err(
+            &endpoint,
+            &bob_key,
+            "get_object",
+            json!({"Bucket": "photos", "Key": "2024/beach.jpg"}),
+        )
+        .await;
+        assert_eq!((code.as_str(), status), ("NoSuchBucket", 404));
+        let listed = s3_ok(&endpoint, &alice_key, "list_buckets", json!({})).await;
+        let names: Vec<&str> = listed["Buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["Name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["photos"], "alice sees {listed}");
+
+        // Revoked, a key fails within about a second (its cache).
+        assert!(
+            gateway
+                .accounts()
+                .revoke_s3_key(alice_key.id())
+                .await
+                .unwrap()
+        );
+        let revoked = Instant::now();
+        let failed = eventually(Duration::from_secs(5), || async {
+            s3(&endpoint, &alice_key, "list_buckets", json!({}))
+                .await
+                .get("error")
+                .is_some()
+        })
+        .await;
+        let after = revoked.elapsed();
+        assert!(failed, "a revoked key still works 5 s on");
+        assert!(
+            after < Duration::from_millis(2500),
+            "a revoked key worked for {after:?}"
+        );
+        let (code, status) = s3_err(&endpoint, &alice_key, "list_buckets", json!({})).await;
+        assert_eq!((code.as_str(), status), ("InvalidAccessKeyId", 403));
+        s3_ok(&endpoint, &bob_key, "list_buckets", json!({})).await;
+
+        // A secret sealed under another master key fails cleanly.
+        let elsewhere = tempfile::tempdir().unwrap();
+        let other = MasterKey::load_or_create(&elsewhere.path().join("other.key")).unwrap();
+        let (id, secret) =
+            gateway::s3::keys::create_key(gateway.accounts(), &other, alice.owner(), "foreign")
+                .await
+                .unwrap();
+        let foreign = Key::Signed(id, secret);
+        let (code, status) = s3_err(&endpoint, &foreign, "list_buckets", json!({})).await;
+        assert_eq!((code.as_str(), status), ("InternalError", 500));
+        let (code, status) = s3_err(
+            &endpoint,
+            &foreign,
+            "put_object",
+            json!({"Bucket": "photos", "Key": "no", "Body": {"hex": "00"}}),
+        )
+        .await;
+        assert_eq!((code.as_str(), status), ("InternalError", 500));
+        // And the server goes on serving.
+        s3_ok(&endpoint, &bob_key, "list_buckets", json!({})).await;
+        let answer = gateway
+            .get_file("photos/2024/beach.jpg", None, Some(&token))
+            .await;
+        assert_eq!(answer.status(), 200);
+        assert!(
+            gateway
+                .get_file("photos/no", None, Some(&token))
+                .await
+                .status()
+                == 404
+        );
+        gateway.stop().await;
+    })
+    .await;
+}
