@@ -129,10 +129,27 @@ impl Volume {
         &self,
         owner: Owner,
         path: &FilePath,
+        staged: StagedBlob,
+        digests: &Digests,
+        content_type: &str,
+        overwrite: bool,
+    ) -> Result<FileMeta, VolumeError> {
+        self.put_with_s3_info(owner, path, staged, digests, content_type, overwrite, None)
+            .await
+    }
+
+    /// [`Volume::put`], keeping `s3_info` (what the S3 API keeps of an
+    /// object, as JSON) in the same row, written in the same transaction.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn put_with_s3_info(
+        &self,
+        owner: Owner,
+        path: &FilePath,
         mut staged: StagedBlob,
         digests: &Digests,
         content_type: &str,
         overwrite: bool,
+        s3_info: Option<&str>,
     ) -> Result<FileMeta, VolumeError> {
         let digest = &digests.sha256;
         if !overwrite && self.tree.get(owner, path).await?.is_some() {
@@ -199,6 +216,7 @@ impl Volume {
                             content_type,
                             overwrite,
                             now_ms(),
+                            s3_info,
                         )
                         .await
                 }

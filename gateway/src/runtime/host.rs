@@ -144,6 +144,10 @@ impl WasiView for HostState {
 #[derive(Debug)]
 pub struct Upload {
     body: axum::body::BodyDataStream,
+    /// What a protocol keeps in the file's row beside the content, made
+    /// once the body is read to its end (S3: the MD5 and checksums),
+    /// written in the transaction that stores the file.
+    describe: Option<Describe>,
     /// Where each chunk goes on its way to the guest; taken by `volume.put`.
     staged: Option<StagedBlob>,
     /// Most bytes the body may have.
@@ -156,12 +160,29 @@ pub struct Upload {
     started: Option<Instant>,
 }
 
+/// Makes what S3 keeps of an object, once its body was read to its end.
+pub struct Describe(pub Box<dyn FnOnce() -> Option<String> + Send>);
+
+impl std::fmt::Debug for Describe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Describe(..)")
+    }
+}
+
 impl Upload {
+    /// Keep what `describe` makes (once the body has ended) in the file's
+    /// row.
+    pub fn described(mut self, describe: Describe) -> Self {
+        self.describe = Some(describe);
+        self
+    }
+
     /// `body` as the client sends it, at most `limit` bytes, staged in
     /// `staged` as it passes.
     pub fn new(body: axum::body::Body, limit: u64, staged: StagedBlob) -> Self {
         Self {
             body: body.into_data_stream(),
+            describe: None,
             staged: Some(staged),
             limit,
             received: 0,
@@ -407,8 +428,17 @@ impl bindings::wasm_storage::storage::volume::Host for HostState {
             .staged
             .take()
             .ok_or_else(|| wit::VolumeError::Internal("the upload was already stored".into()))?;
+        let s3_info = upload.describe.take().and_then(|describe| (describe.0)());
         self.volume
-            .put(owner, &path, staged, &digests, &content_type, overwrite)
+            .put_with_s3_info(
+                owner,
+                &path,
+                staged,
+                &digests,
+                &content_type,
+                overwrite,
+                s3_info.as_deref(),
+            )
             .await
             .map(to_wit_meta)
             .map_err(to_wit_error)

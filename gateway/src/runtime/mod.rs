@@ -39,7 +39,7 @@ use volume::{Owner, Volume};
 
 use crate::budget::{MemoryBudget, Reservation};
 use host::HostState;
-pub use host::{Pace, ResponseSink, Upload};
+pub use host::{Describe, Pace, ResponseSink, Upload};
 use limiter::{MemoryLimiter, Refusal};
 use native::NativeHandler;
 pub use stream::{Cut, PacedSender, paced_body};

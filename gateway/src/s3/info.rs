@@ -64,6 +64,28 @@ impl ObjectInfo {
             .and_then(|json| serde_json::from_str(json).ok())
     }
 
+    /// What S3 keeps of an object put in one request.
+    pub(super) fn put(
+        received: &Received,
+        meta: BTreeMap<String, String>,
+        headers: BTreeMap<String, String>,
+    ) -> Self {
+        Self {
+            etag: hex::encode(received.md5),
+            meta,
+            headers,
+            checksum: received
+                .checksum
+                .clone()
+                .map(|(algorithm, value)| StoredChecksum {
+                    algorithm,
+                    value,
+                    composite: false,
+                }),
+            ..Self::default()
+        }
+    }
+
     pub(super) fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
@@ -306,6 +328,15 @@ pub(super) struct Received {
 pub(super) struct Verdict(Arc<Mutex<Option<Result<Received, S3Error>>>>);
 
 impl Verdict {
+    /// What the body was, if it was read to its end and passed its checks
+    /// (left for [`Verdict::take`]).
+    pub(super) fn received(&self) -> Option<Received> {
+        match &*self.0.lock().unwrap_or_else(PoisonError::into_inner) {
+            Some(Ok(received)) => Some(received.clone()),
+            _ => None,
+        }
+    }
+
     /// What the body was, or why it was refused; `None` if it was not read
     /// to its end.
     pub(super) fn take(&self) -> Option<Result<Received, S3Error>> {

@@ -24,7 +24,7 @@ use volume::uploads::{MultipartPart, Upload};
 
 use crate::auth::Caller;
 use crate::error::AppError;
-use crate::runtime::ByteRange;
+use crate::runtime::{ByteRange, Describe};
 use crate::service::{MAX_PARTS, ReadBody, Want};
 
 use super::error::object_error;
@@ -333,7 +333,6 @@ impl S3Api {
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
         let caller = caller(&req)?;
-        let owner = caller.owner();
         let input = req.input;
         let upload = self
             .upload_for(&caller, &input.bucket, &input.key, &input.upload_id)
@@ -437,38 +436,50 @@ impl S3Api {
         };
         let files = self.files.clone();
         let (bucket, key) = (input.bucket.clone(), input.key.clone());
-        let path = object_path(&bucket, &key)?;
         // The parts are read through an instance now, which takes a while
         // for a large object: S3 answers 200 at once and keeps the
         // connection alive with whitespace until the result (or an error)
         // is written in the body, and so does `s3s` with a future.
+        // What S3 keeps of the object is made once the last part has
+        // streamed by (a whole-object checksum needs every byte) and goes
+        // into the file's row with it; `kept` hands it to the answer.
+        let kept: Arc<Mutex<Option<ObjectInfo>>> = Arc::default();
+        let describe = {
+            let (kept, etag) = (kept.clone(), etag.clone());
+            Describe(Box::new(move || {
+                let checksum = composite.or_else(|| {
+                    whole.map(|(algorithm, hasher)| StoredChecksum {
+                        algorithm,
+                        value: hasher
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .finish(algorithm),
+                        composite: false,
+                    })
+                });
+                let info = ObjectInfo {
+                    etag,
+                    meta: pending.meta,
+                    headers: pending.headers,
+                    checksum,
+                    parts: u32::try_from(count).ok(),
+                    part_sizes,
+                };
+                let json = info.to_json();
+                *kept.lock().unwrap_or_else(PoisonError::into_inner) = Some(info);
+                Some(json)
+            }))
+        };
         let work = async move {
-            let meta = files
-                .complete_multipart(&caller, &upload, chosen, inspect)
-                .await
-                .map_err(object_error)?;
-            let checksum = composite.or_else(|| {
-                whole.map(|(algorithm, hasher)| StoredChecksum {
-                    algorithm,
-                    value: hasher
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .finish(algorithm),
-                    composite: false,
-                })
-            });
-            let info = ObjectInfo {
-                etag: etag.clone(),
-                meta: pending.meta,
-                headers: pending.headers,
-                checksum,
-                parts: u32::try_from(count).ok(),
-                part_sizes,
-            };
             files
-                .set_s3_info(owner, &path, &meta.sha256, &info.to_json())
+                .complete_multipart(&caller, &upload, chosen, inspect, describe)
                 .await
                 .map_err(object_error)?;
+            let info = kept
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+                .unwrap_or_default();
             let fields = ChecksumFields::of(info.checksum.as_ref());
             Ok(CompleteMultipartUploadOutput {
                 bucket: Some(bucket.clone()),

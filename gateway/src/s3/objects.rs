@@ -15,13 +15,12 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
 use volume::{FileMeta, FilePath, Owner, Prefix};
 
 use crate::error::AppError;
-use crate::runtime::ByteRange;
+use crate::runtime::{ByteRange, Describe};
 use crate::service::{LockTokens, ReadBody, StoreOptions, Want};
 
 use super::error::object_error;
 use super::info::{
-    Algorithm, Checked, ChecksumFields, ObjectInfo, StoredChecksum, Verdict, declared_checksum,
-    etag_of,
+    Algorithm, Checked, ChecksumFields, ObjectInfo, Verdict, declared_checksum, etag_of,
 };
 use super::{S3Api, caller, object_path, timestamp};
 
@@ -231,46 +230,46 @@ impl S3Api {
                 .map(|content_type| content_type.to_string()),
             create_only: matches!(input.if_none_match, Some(ETagCondition::Any)),
         };
-        let stored = self
+        let meta: BTreeMap<String, String> =
+            input.metadata.unwrap_or_default().into_iter().collect();
+        let headers = ObjectInfo::stored_headers(
+            input.cache_control.as_ref(),
+            input.content_disposition.as_ref(),
+            input.content_encoding.as_ref(),
+            input.content_language.as_ref(),
+            input.expires.as_ref(),
+        );
+        // What S3 keeps goes into the file's row as it is stored, once the
+        // body has passed its checks.
+        let describe = {
+            let (verdict, meta, headers) = (verdict.clone(), meta.clone(), headers.clone());
+            Describe(Box::new(move || {
+                verdict
+                    .received()
+                    .map(|received| ObjectInfo::put(&received, meta, headers).to_json())
+            }))
+        };
+        let stored = match self
             .files
-            .store(
-                &caller,
-                &path,
-                axum::body::Body::from_stream(checked),
-                options,
-                &LockTokens::default(),
-            )
-            .await;
+            .upload(&caller, &path, options, &LockTokens::default())
+            .await
+        {
+            Ok(session) => {
+                session
+                    .send_described(axum::body::Body::from_stream(checked), Some(describe))
+                    .await
+            }
+            Err(error) => Err(error),
+        };
         let received = match (verdict.take(), stored) {
             (Some(Err(refused)), _) => return Err(refused),
             (_, Err(error)) => return Err(put_error(error)),
-            (Some(Ok(received)), Ok(meta)) => (received, meta),
+            (Some(Ok(received)), Ok(_)) => received,
             (None, Ok(_)) => {
                 return Err(s3_error!(InternalError, "the body was not read to its end"));
             }
         };
-        let (received, meta) = received;
-        let info = ObjectInfo {
-            etag: hex::encode(received.md5),
-            meta: input.metadata.unwrap_or_default().into_iter().collect(),
-            headers: ObjectInfo::stored_headers(
-                input.cache_control.as_ref(),
-                input.content_disposition.as_ref(),
-                input.content_encoding.as_ref(),
-                input.content_language.as_ref(),
-                input.expires.as_ref(),
-            ),
-            checksum: received.checksum.map(|(algorithm, value)| StoredChecksum {
-                algorithm,
-                value,
-                composite: false,
-            }),
-            ..ObjectInfo::default()
-        };
-        self.files
-            .set_s3_info(owner, &path, &meta.sha256, &info.to_json())
-            .await
-            .map_err(object_error)?;
+        let info = ObjectInfo::put(&received, meta, headers);
         let fields = ChecksumFields::of(info.checksum.as_ref());
         Ok(S3Response::new(PutObjectOutput {
             e_tag: Some(ETag::Strong(info.etag)),

@@ -14,6 +14,7 @@ use volume::{FileMeta, FilePath};
 
 use crate::auth::Caller;
 use crate::error::AppError;
+use crate::runtime::Describe;
 
 use super::uploads::{expires_after, new_upload_id};
 use super::{FileService, LockTokens, StoreOptions};
@@ -169,7 +170,8 @@ impl FileService {
 
     /// Store `upload`'s file from `parts` (in the order given) through an
     /// instance, `inspect` seeing every byte on its way (a whole-content
-    /// checksum), then forget the upload. If it fails the upload stays, to
+    /// checksum), `describe` making what S3 keeps of it in its row; then
+    /// forget the upload. If it fails the upload stays, to
     /// be completed again or aborted (as S3 keeps it).
     pub(crate) async fn complete_multipart(
         &self,
@@ -177,6 +179,7 @@ impl FileService {
         upload: &Upload,
         parts: Vec<MultipartPart>,
         mut inspect: impl FnMut(&[u8]) + Send + 'static,
+        describe: Describe,
     ) -> Result<FileMeta, AppError> {
         use futures_util::StreamExt as _;
         let path = FilePath::parse(&upload.path)?;
@@ -196,7 +199,11 @@ impl FileService {
             .upload(caller, &path, options, &LockTokens::default())
             .await
         {
-            Ok(session) => session.send(Body::from_stream(bytes)).await,
+            Ok(session) => {
+                session
+                    .send_described(Body::from_stream(bytes), Some(describe))
+                    .await
+            }
             Err(error) => Err(error),
         };
         if stored.is_ok()

@@ -17,7 +17,7 @@ use volume::{FileMeta, FilePath, Owner};
 
 use crate::auth::Caller;
 use crate::error::AppError;
-use crate::runtime::{StoreRequest, Upload};
+use crate::runtime::{Describe, StoreRequest, Upload};
 
 use super::{Change, FileService, LockTokens, parent_key_of};
 
@@ -48,6 +48,17 @@ impl UploadSession<'_> {
     /// Store `body` as the file: hashed by an instance, durable before
     /// this returns.
     pub(crate) async fn send(self, body: Body) -> Result<FileMeta, AppError> {
+        self.send_described(body, None).await
+    }
+
+    /// [`UploadSession::send`], keeping what `describe` makes once the body
+    /// has ended (what S3 keeps of an object) in the file's row, in the same
+    /// transaction as the file.
+    pub(crate) async fn send_described(
+        self,
+        body: Body,
+        describe: Option<Describe>,
+    ) -> Result<FileMeta, AppError> {
         let Self {
             service,
             owner,
@@ -59,7 +70,10 @@ impl UploadSession<'_> {
         // Wait for memory and an instance holding no body: until then the
         // client is held by TCP back-pressure.
         let lease = service.pool.lease(service.body_size(declared)).await?;
-        let upload = Upload::new(body, limit, service.volume.stage());
+        let mut upload = Upload::new(body, limit, service.volume.stage());
+        if let Some(describe) = describe {
+            upload = upload.described(describe);
+        }
         let request = StoreRequest {
             path: path.as_str().to_owned(),
             content_type: options.content_type,

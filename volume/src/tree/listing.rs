@@ -2,7 +2,7 @@
 //! each, whether they hold files or were made empty, merged from both of
 //! the tree's tables.
 
-use super::{READ_COLUMNS, Row, Tree};
+use super::{COLUMNS, Row, Tree};
 use crate::db::sql;
 use crate::error::VolumeError;
 use crate::path::Prefix;
@@ -73,14 +73,7 @@ impl Tree {
         'pages: while entries.len() < limit {
             let wanted = limit - entries.len();
             let rows = self
-                .range::<Row>(
-                    "files",
-                    READ_COLUMNS,
-                    owner,
-                    &lower,
-                    upper.as_deref(),
-                    wanted,
-                )
+                .range::<Row>("files", COLUMNS, owner, &lower, upper.as_deref(), wanted)
                 .await?;
             let exhausted = rows.len() < wanted;
             for row in rows {
@@ -104,7 +97,7 @@ impl Tree {
             }
         }
         let more = !self
-            .range::<Row>("files", READ_COLUMNS, owner, &lower, upper.as_deref(), 1)
+            .range::<Row>("files", COLUMNS, owner, &lower, upper.as_deref(), 1)
             .await?
             .is_empty();
         Ok((entries, more))
@@ -160,7 +153,7 @@ impl Tree {
             std::ops::Bound::Unbounded => Lower::Inclusive(String::new()),
         };
         let rows: Vec<Row> = self
-            .range("files", READ_COLUMNS, owner, &lower, upper, limit)
+            .range("files", COLUMNS, owner, &lower, upper, limit)
             .await?;
         Ok(rows.into_iter().map(Into::into).collect())
     }

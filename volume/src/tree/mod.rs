@@ -17,11 +17,8 @@ use crate::error::VolumeError;
 use crate::path::{FilePath, Prefix};
 use crate::types::{Digest, Digests, FileMeta, Owner};
 
-/// The columns a new row is written with.
-const COLUMNS: &str = "path, size, sha256, blake3, content_type, created_ms, modified_ms";
-/// The columns a row is read with: [`COLUMNS`] and what S3 keeps.
-const READ_COLUMNS: &str =
-    "path, size, sha256, blake3, content_type, created_ms, modified_ms, s3_info";
+/// The columns of a file row, as written and read.
+const COLUMNS: &str = "path, size, sha256, blake3, content_type, created_ms, modified_ms, s3_info";
 
 /// The tree tables of one database.
 #[derive(Debug, Clone)]
@@ -65,6 +62,7 @@ struct NewRow<'a> {
     blake3: Option<&'a Digest>,
     content_type: &'a str,
     now_ms: i64,
+    s3_info: Option<&'a str>,
 }
 
 /// What an upsert replaced.
@@ -89,7 +87,7 @@ impl Tree {
         path: &FilePath,
     ) -> Result<Option<FileMeta>, VolumeError> {
         let row: Option<Row> = sql::query_as(&format!(
-            "SELECT {READ_COLUMNS} FROM files WHERE owner = $1 AND path = $2"
+            "SELECT {COLUMNS} FROM files WHERE owner = $1 AND path = $2"
         ))
         .bind(owner.id())
         .bind(path.as_str())
@@ -107,7 +105,7 @@ impl Tree {
         path: &FilePath,
     ) -> Result<Option<FileMeta>, VolumeError> {
         let row: Option<Row> = sql::query_as(&format!(
-            "SELECT {READ_COLUMNS} FROM files WHERE owner = $1 AND path = $2{}",
+            "SELECT {COLUMNS} FROM files WHERE owner = $1 AND path = $2{}",
             self.db.locking()
         ))
         .bind(owner.id())
@@ -151,8 +149,10 @@ impl Tree {
         content_type: &str,
         overwrite: bool,
         now_ms: i64,
+        s3_info: Option<&str>,
     ) -> Result<Replaced, VolumeError> {
         let row = NewRow {
+            s3_info,
             owner,
             path,
             size: i64::try_from(size).map_err(|_| VolumeError::TooLarge(size))?,
@@ -184,7 +184,7 @@ impl Tree {
                 &row,
                 "DO UPDATE SET size = excluded.size, sha256 = excluded.sha256,
                  blake3 = excluded.blake3, content_type = excluded.content_type,
-                 modified_ms = excluded.modified_ms, s3_info = NULL",
+                 modified_ms = excluded.modified_ms, s3_info = excluded.s3_info",
             )
             .await?
             .ok_or_else(|| VolumeError::NotFound(path.to_string()))?;
@@ -224,8 +224,8 @@ impl Tree {
         on_conflict: &str,
     ) -> Result<Option<Row>, VolumeError> {
         Ok(sql::query_as(&format!(
-            "INSERT INTO files (owner, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
-             ON CONFLICT (owner, path) {on_conflict} RETURNING {READ_COLUMNS}"
+            "INSERT INTO files (owner, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8)
+             ON CONFLICT (owner, path) {on_conflict} RETURNING {COLUMNS}"
         ))
         .bind(row.owner.id())
         .bind(row.path.as_str())
@@ -234,6 +234,7 @@ impl Tree {
         .bind(row.blake3.map(Digest::as_str))
         .bind(row.content_type)
         .bind(row.now_ms)
+        .bind(row.s3_info)
         .fetch_optional(&mut *tx)
         .await?)
     }
