@@ -350,6 +350,18 @@ impl Volume {
         self.tree.scan(owner, from, upper, limit).await
     }
 
+    /// Up to `limit` of the folders `owner` made on purpose from `from` and
+    /// before `upper`, however deep, in byte order: prefix and creation.
+    pub async fn scan_folders(
+        &self,
+        owner: Owner,
+        from: std::ops::Bound<&str>,
+        upper: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, i64)>, VolumeError> {
+        self.tree.scan_folders(owner, from, upper, limit).await
+    }
+
     /// Keep `info` (what S3 keeps of an object, as JSON) with `owner`'s
     /// file `path` if it still holds the content `sha256`; whether it did
     /// (a write that replaced it since wins, and drops any).

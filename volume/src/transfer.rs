@@ -11,6 +11,7 @@
 //! and after the commit the copies name it too. Owns no table.
 
 use crate::Volume;
+use crate::db::sql;
 use crate::error::VolumeError;
 use crate::path::{FilePath, Prefix};
 use crate::tree::transfer::{
@@ -200,6 +201,38 @@ impl Volume {
             properties::forget_within(tx, owner, prefix.as_str(), prefix.as_str(), &upper).await?;
             locks::forget_within(tx, owner, prefix.as_str(), prefix.as_str(), &upper).await?;
             Ok(true)
+        })
+        .await
+    }
+
+    /// Forget that the folder `prefix` was made on purpose (S3's deleting
+    /// a folder marker, `key/`): what is in it stays, and so does the
+    /// folder while anything is; an empty one goes. Whether it had been
+    /// made.
+    pub async fn remove_folder_marker(
+        &self,
+        owner: Owner,
+        prefix: &Prefix,
+    ) -> Result<bool, VolumeError> {
+        let Some(upper) = prefix.upper_bound() else {
+            return Ok(false);
+        };
+        let db = self.db();
+        db.write(async |tx: &mut WriteTx| {
+            db.lock_tree(tx, owner.id()).await?;
+            let removed = sql::query("DELETE FROM folders WHERE owner = $1 AND path = $2")
+                .bind(owner.id())
+                .bind(prefix.as_str())
+                .execute(&mut **tx)
+                .await?
+                .rows_affected()
+                > 0;
+            if removed && !rows::holds_anything(tx, owner, prefix, &upper).await? {
+                properties::forget_within(tx, owner, prefix.as_str(), prefix.as_str(), &upper)
+                    .await?;
+                locks::forget_within(tx, owner, prefix.as_str(), prefix.as_str(), &upper).await?;
+            }
+            Ok(removed)
         })
         .await
     }

@@ -35,11 +35,27 @@ const KEY_SAFE: &AsciiSet = &NON_ALPHANUMERIC
 
 /// One page of a listing.
 struct Page {
-    objects: Vec<FileMeta>,
+    objects: Vec<Listed>,
     prefixes: Vec<String>,
     truncated: bool,
     /// The last key or common prefix of the page, where the next begins.
     last: Option<String>,
+}
+
+/// An object a listing names: a file, or a folder made on purpose (a
+/// folder marker, `key/`, what consoles and `PUT key/` make).
+enum Listed {
+    File(FileMeta),
+    Marker { path: String, created_ms: i64 },
+}
+
+impl Listed {
+    fn path(&self) -> &str {
+        match self {
+            Self::File(meta) => &meta.path,
+            Self::Marker { path, .. } => path,
+        }
+    }
 }
 
 /// A listing request, in the terms both versions share.
@@ -93,22 +109,14 @@ impl S3Api {
             _ => Bound::Included(base.clone()),
         };
         'scan: loop {
-            let from = match &lower {
-                Bound::Included(bound) => Bound::Included(bound.as_str()),
-                Bound::Excluded(bound) => Bound::Excluded(bound.as_str()),
-                Bound::Unbounded => Bound::Unbounded,
-            };
-            let rows = self
-                .files
-                .scan(owner, from, upper.as_deref(), SCAN_BATCH)
-                .await
-                .map_err(object_error)?;
-            let exhausted = rows.len() < SCAN_BATCH;
+            let (entries, exhausted) = self
+                .entries_from(owner, &lower, upper.as_deref(), &root)
+                .await?;
             // The common prefix whose keys are being passed over: the rest
-            // of this batch skips them, the next query starts past them.
+            // of this batch skips them, the next read starts past them.
             let mut skipping: Option<String> = None;
-            for row in rows {
-                let key = row.path[root.len()..].to_owned();
+            for entry in entries {
+                let key = entry.path()[root.len()..].to_owned();
                 if skipping
                     .as_ref()
                     .is_some_and(|common| key.starts_with(common.as_str()))
@@ -123,8 +131,6 @@ impl S3Api {
                             .find(delimiter)
                             .map(|at| key[..query.prefix.len() + at + delimiter.len()].to_owned())
                     });
-                let entry = rolled.clone().unwrap_or_else(|| key.clone());
-                let is_prefix = rolled.is_some();
                 // A common prefix the marker already passed (the marker is
                 // that prefix, or a key inside it) was listed before.
                 let seen = rolled.as_ref().is_some_and(|common| {
@@ -138,12 +144,11 @@ impl S3Api {
                         page.truncated = true;
                         break 'scan;
                     }
-                    if is_prefix {
-                        page.prefixes.push(entry.clone());
-                    } else {
-                        page.objects.push(row);
+                    match &rolled {
+                        Some(common) => page.prefixes.push(common.clone()),
+                        None => page.objects.push(entry),
                     }
-                    page.last = Some(entry);
+                    page.last = Some(rolled.clone().unwrap_or_else(|| key.clone()));
                 }
                 if let Some(common) = rolled {
                     match past_prefix(&format!("{root}{common}")) {
@@ -163,6 +168,56 @@ impl S3Api {
     }
 }
 
+impl S3Api {
+    /// The next entries of the bucket `root` from `lower`: files and
+    /// folder markers merged in byte order, and whether they are the last.
+    /// The bucket's own folder is not among them.
+    async fn entries_from(
+        &self,
+        owner: Owner,
+        lower: &Bound<String>,
+        upper: Option<&str>,
+        root: &str,
+    ) -> S3Result<(Vec<Listed>, bool)> {
+        let from = match lower {
+            Bound::Included(bound) => Bound::Included(bound.as_str()),
+            Bound::Excluded(bound) => Bound::Excluded(bound.as_str()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let files = self
+            .files
+            .scan(owner, from, upper, SCAN_BATCH)
+            .await
+            .map_err(object_error)?;
+        let folders = self
+            .files
+            .scan_folders(owner, from, upper, SCAN_BATCH)
+            .await
+            .map_err(object_error)?;
+        // Past the end of a full batch of one table, the other's rows may
+        // interleave with rows not read yet: stop there.
+        let horizon = [
+            (files.len() == SCAN_BATCH).then(|| files.last().map(|meta| meta.path.clone())),
+            (folders.len() == SCAN_BATCH).then(|| folders.last().map(|(path, _)| path.clone())),
+        ]
+        .into_iter()
+        .flatten()
+        .flatten()
+        .min();
+        let markers = folders
+            .into_iter()
+            .filter(|(path, _)| path.as_str() != root)
+            .map(|(path, created_ms)| Listed::Marker { path, created_ms });
+        let mut entries: Vec<Listed> = files.into_iter().map(Listed::File).chain(markers).collect();
+        entries.sort_by(|a, b| a.path().cmp(b.path()));
+        let last = horizon.is_none();
+        if let Some(horizon) = horizon {
+            entries.retain(|entry| entry.path() <= horizon.as_str());
+        }
+        Ok((entries, last))
+    }
+}
+
 /// The keys of a page as S3 lists them, with their `owner` when asked.
 fn objects(
     page: &Page,
@@ -172,13 +227,21 @@ fn objects(
 ) -> Vec<Object> {
     page.objects
         .iter()
-        .map(|meta| {
-            let info = ObjectInfo::of(meta);
+        .map(|entry| {
+            let (size, etag, modified_ms) = match entry {
+                Listed::File(meta) => {
+                    let info = ObjectInfo::of(meta);
+                    (meta.size, etag_of(meta, info.as_ref()), meta.modified_ms)
+                }
+                Listed::Marker { created_ms, .. } => {
+                    (0, super::objects::EMPTY_MD5.to_owned(), *created_ms)
+                }
+            };
             Object {
-                key: Some(encoded(&meta.path[root_len..], encode)),
-                size: Some(i64::try_from(meta.size).unwrap_or(i64::MAX)),
-                e_tag: Some(ETag::Strong(etag_of(meta, info.as_ref()))),
-                last_modified: Some(timestamp(meta.modified_ms)),
+                key: Some(encoded(&entry.path()[root_len..], encode)),
+                size: Some(i64::try_from(size).unwrap_or(i64::MAX)),
+                e_tag: Some(ETag::Strong(etag)),
+                last_modified: Some(timestamp(modified_ms)),
                 storage_class: Some(ObjectStorageClass::from_static(
                     ObjectStorageClass::STANDARD,
                 )),

@@ -25,7 +25,7 @@ use super::info::{
 use super::{S3Api, caller, object_path, timestamp};
 
 /// The hex MD5 of no bytes: the ETag of an empty object (a folder marker).
-const EMPTY_MD5: &str = "d41d8cd98f00b204e9800998ecf8427e";
+pub(super) const EMPTY_MD5: &str = "d41d8cd98f00b204e9800998ecf8427e";
 
 /// An object as a read found it.
 pub(super) struct Found {
@@ -139,21 +139,24 @@ impl S3Api {
         }
     }
 
-    /// A folder marker (`key/`) as an empty object, if that folder exists.
-    async fn find_marker(&self, owner: Owner, bucket: &str, key: &str) -> S3Result<()> {
-        let prefix = Prefix::parse(&format!("{bucket}/{key}"))
+    /// A folder marker (`key/`) as an empty object, if that folder was
+    /// made (by `PUT key/`, or as a folder through another protocol): its
+    /// creation time.
+    async fn find_marker(&self, owner: Owner, bucket: &str, key: &str) -> S3Result<i64> {
+        let name = FilePath::parse(&format!("{bucket}/{}", key.trim_end_matches('/')))
             .map_err(|error| s3_error!(InvalidArgument, "{error}"))?;
-        let exists = self
+        let node = self
             .files
-            .folder_exists(owner, &prefix)
+            .node(owner, Some(&name))
             .await
             .map_err(object_error)?;
-        if exists {
-            Ok(())
-        } else {
-            self.require_bucket(owner, bucket).await?;
-            Err(s3_error!(NoSuchKey, "The specified key does not exist."))
+        if let volume::webdav::Node::Folder(folder) = node
+            && let Some(created_ms) = folder.created_ms
+        {
+            return Ok(created_ms);
         }
+        self.require_bucket(owner, bucket).await?;
+        Err(s3_error!(NoSuchKey, "The specified key does not exist."))
     }
 
     pub(super) async fn put_object_(
@@ -291,10 +294,12 @@ impl S3Api {
         let owner = caller.owner();
         let input = req.input;
         if input.key.ends_with('/') {
-            self.find_marker(owner, &input.bucket, &input.key).await?;
+            let made = self.find_marker(owner, &input.bucket, &input.key).await?;
             return Ok(S3Response::new(GetObjectOutput {
                 body: Some(StreamingBlob::from(s3s::Body::empty())),
                 content_length: Some(0),
+                last_modified: Some(timestamp(made)),
+                content_type: "application/x-directory".parse().ok(),
                 e_tag: Some(ETag::Strong(EMPTY_MD5.to_owned())),
                 ..GetObjectOutput::default()
             }));
@@ -409,9 +414,11 @@ impl S3Api {
         let owner = caller.owner();
         let input = req.input;
         if input.key.ends_with('/') {
-            self.find_marker(owner, &input.bucket, &input.key).await?;
+            let made = self.find_marker(owner, &input.bucket, &input.key).await?;
             return Ok(S3Response::new(HeadObjectOutput {
                 content_length: Some(0),
+                last_modified: Some(timestamp(made)),
+                content_type: "application/x-directory".parse().ok(),
                 e_tag: Some(ETag::Strong(EMPTY_MD5.to_owned())),
                 ..HeadObjectOutput::default()
             }));
@@ -507,9 +514,10 @@ impl S3Api {
             // under it are not the marker's to take.
             let prefix = Prefix::parse(&format!("{bucket}/{key}"))
                 .map_err(|error| s3_error!(InvalidArgument, "{error}"))?;
+            // The marker goes; what is in the folder stays.
             match self
                 .files
-                .delete_folder_if_empty(owner, &prefix, &LockTokens::default())
+                .remove_folder_marker(owner, &prefix, &LockTokens::default())
                 .await
             {
                 Ok(_) | Err(AppError::NotFound(_)) => {}

@@ -26,6 +26,45 @@ impl FileService {
             .map_err(|error| AppError::from_volume(error, "a listing"))
     }
 
+    /// Up to `limit` of the folders `owner` made on purpose from `from` and
+    /// before `upper`, however deep, in byte order.
+    pub(crate) async fn scan_folders(
+        &self,
+        owner: Owner,
+        from: Bound<&str>,
+        upper: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, i64)>, AppError> {
+        self.volume
+            .scan_folders(owner, from, upper, limit)
+            .await
+            .map_err(|error| AppError::from_volume(error, "a listing"))
+    }
+
+    /// Forget that `owner`'s folder `prefix` was made on purpose (what is
+    /// in it stays); whether it had been.
+    pub(crate) async fn remove_folder_marker(
+        &self,
+        owner: Owner,
+        prefix: &volume::Prefix,
+        tokens: &super::LockTokens,
+    ) -> Result<bool, AppError> {
+        let parent = super::parent_key_of(prefix.as_str());
+        self.check_locks(
+            owner,
+            tokens,
+            &[
+                super::Change::One(prefix.as_str()),
+                super::Change::One(parent),
+            ],
+        )
+        .await?;
+        self.volume
+            .remove_folder_marker(owner, prefix)
+            .await
+            .map_err(|error| AppError::from_volume(error, prefix.as_str()))
+    }
+
     /// Keep `info` with `owner`'s file `path` if it still holds the content
     /// `sha256`; whether it did.
     pub(crate) async fn set_s3_info(

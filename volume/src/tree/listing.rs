@@ -158,6 +158,25 @@ impl Tree {
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
+    /// Up to `limit` of the folders `owner` made on purpose, from `from`
+    /// and before `upper`, in byte order: their prefixes and when they
+    /// were made.
+    pub(crate) async fn scan_folders(
+        &self,
+        owner: Owner,
+        from: std::ops::Bound<&str>,
+        upper: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, i64)>, VolumeError> {
+        let lower = match from {
+            std::ops::Bound::Included(bound) => Lower::Inclusive(bound.to_owned()),
+            std::ops::Bound::Excluded(bound) => Lower::Exclusive(bound.to_owned()),
+            std::ops::Bound::Unbounded => Lower::Inclusive(String::new()),
+        };
+        self.range("folders", "path, created_ms", owner, &lower, upper, limit)
+            .await
+    }
+
     /// The first folder row past `lower` and before `upper`.
     async fn folder_after(
         &self,
