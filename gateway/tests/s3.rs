@@ -1170,3 +1170,184 @@ else:
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------
+// Limits: a full pool, the quota.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_pool_answers_slowdown_with_retry_after_and_stores_nothing() {
+    within(Duration::from_secs(300), async {
+        let server = S3TestServer::start(|config| {
+            config.instances = 1;
+            config.memory_budget = Some(gateway::config::ByteSize(16 << 20));
+            config.queue_capacity = 1;
+            config.queue_timeout = Duration::from_millis(1);
+        })
+        .await;
+        server.server.add_user("alice", PASSWORD, false, None).await;
+        let key = key_create(&server, Some("alice"), "tests").await;
+        // Twelve 12 MiB PUTs at once on one instance with a queue of one:
+        // each stored, or refused with a 503 SlowDown that says when to
+        // retry and leaves nothing behind.
+        let seen = boto3_ok(
+            &server,
+            Some(&key),
+            r#"
+import os, threading, boto3
+from botocore.config import Config
+s3.create_bucket(Bucket="burst")
+results = {}
+def put(n):
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+        aws_access_key_id=access, aws_secret_access_key=secret,
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+    body = os.urandom(12 << 20)
+    try:
+        client.put_object(Bucket="burst", Key=str(n), Body=body)
+        got = client.get_object(Bucket="burst", Key=str(n))["Body"].read()
+        results[n] = ["stored", got == body]
+    except Exception as e:
+        r = e.response
+        present = True
+        try:
+            client.head_object(Bucket="burst", Key=str(n))
+        except Exception:
+            present = False
+        results[n] = [r["Error"]["Code"], r["ResponseMetadata"]["HTTPStatusCode"],
+                      r["ResponseMetadata"]["HTTPHeaders"].get("retry-after"), present]
+threads = [threading.Thread(target=put, args=(n,)) for n in range(12)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(json.dumps(results))
+"#,
+        )
+        .await;
+        let results = seen.as_object().unwrap();
+        assert_eq!(results.len(), 12, "{seen}");
+        let mut stored = 0;
+        for (n, result) in results {
+            if result[0] == "stored" {
+                assert_eq!(result[1], true, "object {n} came back different");
+                stored += 1;
+            } else {
+                assert_eq!(
+                    result,
+                    &serde_json::json!(["SlowDown", 503, "1", false]),
+                    "object {n}: a refusal is a 503 SlowDown with Retry-After, nothing stored"
+                );
+            }
+        }
+        assert!(stored > 0, "some PUTs were served: {seen}");
+        assert!(stored < 12, "none was refused, nothing was tested: {seen}");
+        server.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_quota_refused_and_nothing_stored() {
+    over_the_quota(&["put", "copy"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "server bug: an UploadPart over the quota answers EntityTooLarge (400), not QuotaExceeded (403) as PutObject and CopyObject do"]
+async fn multipart_over_the_quota_is_quota_exceeded_too() {
+    over_the_quota(&["multipart"]).await;
+}
+
+/// PutObject, CopyObject and UploadPart past alice's 3 MiB quota: each
+/// operation of `checked` must answer QuotaExceeded (403) and store nothing.
+async fn over_the_quota(checked: &[&str]) {
+    within(Duration::from_secs(300), async {
+        let server = S3TestServer::start(|_| {}).await;
+        server.server.add_user("alice", PASSWORD, false, Some(3 << 20)).await;
+        let key = key_create(&server, Some("alice"), "tests").await;
+        let seen = boto3_ok(
+            &server,
+            Some(&key),
+            r#"
+s3.create_bucket(Bucket="quota")
+s3.put_object(Bucket="quota", Key="fits", Body=b"x" * (2 << 20))
+out = {}
+def attempt(name, call):
+    try:
+        call()
+        out[name] = "stored"
+    except Exception as e:
+        out[name] = [e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"]]
+attempt("put", lambda: s3.put_object(Bucket="quota", Key="over", Body=b"y" * (2 << 20)))
+attempt("copy", lambda: s3.copy_object(Bucket="quota", Key="copied", CopySource={"Bucket": "quota", "Key": "fits"}))
+def multipart():
+    upload = s3.create_multipart_upload(Bucket="quota", Key="parts")["UploadId"]
+    try:
+        for n in (1, 2):
+            s3.upload_part(Bucket="quota", Key="parts", UploadId=upload, PartNumber=n, Body=b"z" * (5 << 20))
+    finally:
+        s3.abort_multipart_upload(Bucket="quota", Key="parts", UploadId=upload)
+attempt("multipart", multipart)
+out["keys"] = [o["Key"] for o in s3.list_objects_v2(Bucket="quota").get("Contents", [])]
+print(json.dumps(out))
+"#,
+        )
+        .await;
+        for what in checked {
+            assert_eq!(
+                seen[what],
+                serde_json::json!(["QuotaExceeded", 403]),
+                "{what} over the quota: {seen}"
+            );
+        }
+        assert_eq!(seen["keys"], serde_json::json!(["fits"]), "{seen}");
+        server.stop().await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// The shared backend: PostgreSQL and blobs in an S3 store (SeaweedFS).
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "server bug: flaky while a PUT refused before its body desyncs its connection (refused_before_the_body_then_reused)"]
+async fn boto3_on_postgres_and_s3_blobs() {
+    within(Duration::from_secs(900), async {
+        let (postgres, seaweed) = tokio::task::spawn_blocking(|| {
+            (
+                testsupport::Postgres::start().unwrap(),
+                testsupport::Seaweed::start("s3-blobs").unwrap(),
+            )
+        })
+        .await
+        .unwrap();
+        let server = S3TestServer::start(|config| {
+            config.database_url = Some(postgres.url("postgres").parse().unwrap());
+            config.blob_store = Some(format!("s3://{}/blobs", seaweed.bucket()).parse().unwrap());
+            config.s3 = volume::S3Settings {
+                endpoint: Some(seaweed.endpoint()),
+                region: Some(seaweed.region().to_owned()),
+                access_key_id: Some(seaweed.access_key().to_owned()),
+                secret_access_key: Some(seaweed.secret_key().to_owned()),
+                allow_http: Some(true),
+            };
+        })
+        .await;
+        server.server.add_user("alice", PASSWORD, false, None).await;
+        // The binary's CLI reads the same database.
+        let mut command = gateway_cli(&server);
+        command
+            .args(["--database-url", &postgres.url("postgres")])
+            .args(["key", "create", "alice"]);
+        let stdout = succeeded(
+            &run(command, Duration::from_secs(60)).await,
+            "gateway key create",
+        );
+        let fields: Vec<&str> = stdout.split_whitespace().collect();
+        let key = (fields[0].to_owned(), fields[1].to_owned());
+        let mut args = vec!["--users"];
+        for case in SERVER_BUGS {
+            args.extend(["--skip", case]);
+        }
+        boto3_suite(&server, &key, &args).await;
+        server.stop().await;
+    })
+    .await;
+}
