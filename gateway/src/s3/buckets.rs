@@ -34,6 +34,15 @@ impl S3Api {
     /// What `bucket` is in `owner`'s tree.
     async fn find_bucket(&self, owner: Owner, bucket: &str) -> S3Result<Found> {
         let path = FilePath::parse(bucket).map_err(|_| s3_error!(InvalidBucketName))?;
+        // A top-level folder is a bucket even beside a file of its name
+        // (REST lets both be).
+        if self.bucket_exists(owner, bucket).await? {
+            let made = match self.files.node(owner, Some(&path)).await {
+                Ok(Node::Folder(folder)) => folder.created_ms,
+                _ => None,
+            };
+            return Ok(Found::Bucket(made));
+        }
         let node = self
             .files
             .node(owner, Some(&path))
@@ -46,14 +55,24 @@ impl S3Api {
         })
     }
 
+    /// Whether `owner` has the bucket `bucket`: a top-level folder (one
+    /// query).
+    async fn bucket_exists(&self, owner: Owner, bucket: &str) -> S3Result<bool> {
+        self.files
+            .folder_exists(owner, &bucket_prefix(bucket)?)
+            .await
+            .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))
+    }
+
     /// `Ok` if `bucket` is one of `owner`'s buckets, else `NoSuchBucket`.
     pub(super) async fn require_bucket(&self, owner: Owner, bucket: &str) -> S3Result<()> {
-        match self.find_bucket(owner, bucket).await? {
-            Found::Bucket(_) => Ok(()),
-            Found::File | Found::Missing => Err(s3_error!(
+        if self.bucket_exists(owner, bucket).await? {
+            Ok(())
+        } else {
+            Err(s3_error!(
                 NoSuchBucket,
                 "The specified bucket does not exist"
-            )),
+            ))
         }
     }
 

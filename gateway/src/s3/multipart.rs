@@ -127,7 +127,14 @@ impl S3Api {
                 }
                 true
             }
-            Some(ChecksumType::COMPOSITE) | None => matches!(checksum, Some(Algorithm::Crc64Nvme)),
+            Some(ChecksumType::COMPOSITE) if matches!(checksum, Some(Algorithm::Crc64Nvme)) => {
+                return Err(s3_error!(
+                    InvalidRequest,
+                    "The COMPOSITE checksum type is not supported for CRC64NVME."
+                ));
+            }
+            Some(ChecksumType::COMPOSITE) => false,
+            None => matches!(checksum, Some(Algorithm::Crc64Nvme)),
             Some(_) => return Err(s3_error!(InvalidRequest, "Unknown checksum type.")),
         };
         let pending = Pending {
@@ -392,6 +399,25 @@ impl S3Api {
                     "Your proposed upload is smaller than the minimum allowed object size."
                 ));
             }
+            // A part's checksum named in the list must be the one it came with.
+            let named = [
+                (Algorithm::Crc32, part.checksum_crc32.as_ref()),
+                (Algorithm::Crc32c, part.checksum_crc32c.as_ref()),
+                (Algorithm::Crc64Nvme, part.checksum_crc64nvme.as_ref()),
+                (Algorithm::Sha1, part.checksum_sha1.as_ref()),
+                (Algorithm::Sha256, part.checksum_sha256.as_ref()),
+            ];
+            let kept = part_checksum(found);
+            for (algorithm, value) in named {
+                if let Some(value) = value
+                    && kept.is_none_or(|(used, kept)| used != algorithm || kept != value.as_str())
+                {
+                    return Err(s3_error!(
+                        InvalidPart,
+                        "One or more of the specified parts could not be found: a part's checksum does not match the one it was uploaded with."
+                    ));
+                }
+            }
             chosen.push(found.clone());
         }
         let count = chosen.len();
@@ -419,6 +445,25 @@ impl S3Api {
                     composite: true,
                 })
             });
+        // A composite checksum the client computed itself must agree.
+        if let Some(composite) = &composite {
+            let sent = match composite.algorithm {
+                Algorithm::Crc32 => input.checksum_crc32.as_ref(),
+                Algorithm::Crc32c => input.checksum_crc32c.as_ref(),
+                Algorithm::Crc64Nvme => input.checksum_crc64nvme.as_ref(),
+                Algorithm::Sha1 => input.checksum_sha1.as_ref(),
+                Algorithm::Sha256 => input.checksum_sha256.as_ref(),
+            };
+            let bare = |value: &str| value.split('-').next().unwrap_or_default().to_owned();
+            if let Some(sent) = sent
+                && bare(sent) != bare(&composite.value)
+            {
+                return Err(s3_error!(
+                    BadDigest,
+                    "The checksum of the parts' checksums you specified did not match the calculated one."
+                ));
+            }
+        }
         let whole = pending
             .checksum
             .filter(|_| pending.full_object)

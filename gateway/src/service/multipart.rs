@@ -109,18 +109,28 @@ impl FileService {
             .map(|part| part.size)
             .sum();
         let mut room = self.max_body.saturating_sub(kept);
+        let mut by_quota = false;
         if let Some(quota_room) = self.quota_room(caller, &path).await? {
             let others = self
                 .volume
                 .unfinished_upload_bytes(caller.owner(), "")
                 .await
                 .map_err(|error| AppError::from_volume(error, &upload.id))?;
-            room = room.min(quota_room.saturating_sub(others));
+            let left = quota_room.saturating_sub(others);
+            if left < room {
+                room = left;
+                by_quota = true;
+            }
         }
         let staged = self
             .stage_part(Body::from_stream(body), room, None)
             .await
             .map_err(|error| match error {
+                super::AppendError::App(AppError::BodyTooLarge { limit }) if by_quota => {
+                    AppError::QuotaExceeded(format!(
+                        "the part is larger than the {limit} bytes left of your quota"
+                    ))
+                }
                 super::AppendError::App(error) => error,
                 other => AppError::BadRequest(other.to_string()),
             })?;
