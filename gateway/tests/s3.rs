@@ -299,13 +299,11 @@ const SERVER_BUGS: &[&str] = &[
     // refused PUT flaky.
     "refused_before_the_body_then_reused",
     // Smaller deviations from S3.
-    "list_fetch_owner",
-    "not_modified_carries_etag",
-    "head_with_range",
     "default_content_type",
     "metadata_too_large",
     "multipart_part_order",
     "payload_hash_mismatch",
+    "signed_chunk_tampered",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
