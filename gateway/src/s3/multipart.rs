@@ -793,3 +793,29 @@ fn copy_range(range: &str, size: u64) -> S3Result<ByteRange> {
     }
     Ok(ByteRange::FirstLast((first, Some(last))))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_range_is_inclusive_and_within_the_source() {
+        assert!(matches!(
+            copy_range("bytes=0-9", 10),
+            Ok(ByteRange::FirstLast((0, Some(9))))
+        ));
+        assert!(copy_range("bytes=0-10", 10).is_err());
+        assert!(copy_range("bytes=5-4", 10).is_err());
+        assert!(copy_range("0-4", 10).is_err());
+        assert!(copy_range("bytes=-4", 10).is_err());
+    }
+
+    #[test]
+    fn part_numbers_are_one_to_ten_thousand() {
+        assert_eq!(part_number(1).ok(), Some(1));
+        assert_eq!(part_number(10_000).ok(), Some(10_000));
+        assert!(part_number(0).is_err());
+        assert!(part_number(10_001).is_err());
+        assert!(part_number(-1).is_err());
+    }
+}

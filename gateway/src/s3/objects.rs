@@ -35,6 +35,7 @@ pub(super) struct Found {
 }
 
 /// The conditional headers of a read.
+#[derive(Clone, Copy)]
 struct Conditions<'a> {
     if_match: Option<&'a ETagCondition>,
     if_none_match: Option<&'a ETagCondition>,
@@ -770,5 +771,108 @@ impl S3Api {
         let path = object_path(bucket, key)?;
         let found = self.find_object(owner, bucket, &path).await?;
         Ok((path, found))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from(std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds as u64))
+    }
+
+    fn tag(value: &str) -> ETagCondition {
+        ETagCondition::ETag(ETag::Strong(value.to_owned()))
+    }
+
+    fn verdict(conditions: &Conditions<'_>) -> Option<S3ErrorCode> {
+        conditions
+            .evaluate("abc", 100_000)
+            .err()
+            .map(|error| error.code().clone())
+    }
+
+    #[test]
+    fn conditions_follow_rfc_9110_order() {
+        let none = Conditions {
+            if_match: None,
+            if_none_match: None,
+            if_modified_since: None,
+            if_unmodified_since: None,
+        };
+        assert_eq!(verdict(&none), None);
+        // If-Match decides over If-Unmodified-Since.
+        let (matching, old) = (tag("abc"), at(50));
+        let c = Conditions {
+            if_match: Some(&matching),
+            if_unmodified_since: Some(&old),
+            ..none
+        };
+        assert_eq!(verdict(&c), None);
+        let other = tag("xyz");
+        let c = Conditions {
+            if_match: Some(&other),
+            ..none
+        };
+        assert_eq!(verdict(&c), Some(S3ErrorCode::PreconditionFailed));
+        let c = Conditions {
+            if_unmodified_since: Some(&old),
+            ..none
+        };
+        assert_eq!(verdict(&c), Some(S3ErrorCode::PreconditionFailed));
+        // If-None-Match decides over If-Modified-Since.
+        let (any, later) = (ETagCondition::Any, at(200));
+        let c = Conditions {
+            if_none_match: Some(&any),
+            ..none
+        };
+        assert_eq!(verdict(&c), Some(S3ErrorCode::NotModified));
+        let c = Conditions {
+            if_none_match: Some(&other),
+            if_modified_since: Some(&later),
+            ..none
+        };
+        assert_eq!(verdict(&c), None);
+        let c = Conditions {
+            if_modified_since: Some(&later),
+            ..none
+        };
+        assert_eq!(verdict(&c), Some(S3ErrorCode::NotModified));
+        let c = Conditions {
+            if_modified_since: Some(&old),
+            ..none
+        };
+        assert_eq!(verdict(&c), None);
+    }
+
+    #[test]
+    fn a_part_number_reads_that_part() {
+        let info = ObjectInfo {
+            parts: Some(3),
+            part_sizes: vec![10, 10, 3],
+            ..ObjectInfo::default()
+        };
+        let range = |part| part_range(Some(&info), false, part);
+        assert!(matches!(
+            range(1),
+            Ok(Some(Range::Int {
+                first: 0,
+                last: Some(9)
+            }))
+        ));
+        assert!(matches!(
+            range(3),
+            Ok(Some(Range::Int {
+                first: 20,
+                last: Some(22)
+            }))
+        ));
+        assert!(range(4).is_err());
+        assert!(range(0).is_err());
+        assert!(part_range(Some(&info), true, 1).is_err());
+        // An object put whole is its own part 1, and has no other.
+        assert!(matches!(part_range(None, false, 1), Ok(None)));
+        assert!(part_range(None, false, 2).is_err());
     }
 }
