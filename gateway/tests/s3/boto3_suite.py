@@ -175,7 +175,7 @@ class Suite:
     def client(self, access_key=None, secret=None, unsigned=False, **config):
         cfg = Config(
             signature_version=UNSIGNED if unsigned else "s3v4",
-            s3={"addressing_style": "path"},
+            s3={"addressing_style": "virtual" if ARGS.virtual_host else "path"},
             retries={"max_attempts": 1, "mode": "standard"},
             connect_timeout=10,
             read_timeout=60,
@@ -261,6 +261,21 @@ class https_for_checksums:
 
     def __exit__(self, *exc):
         botocore.httpchecksum.urlparse = self.original
+
+
+def resolve_under(domain):
+    """Every name under `domain` (and `domain` itself) resolves to 127.0.0.1,
+    as a wildcard DNS record would make it."""
+    import socket as _socket
+
+    original = _socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        if isinstance(host, str) and (host == domain or host.endswith("." + domain)):
+            host = "127.0.0.1"
+        return original(host, *args, **kwargs)
+
+    _socket.getaddrinfo = getaddrinfo
 
 
 # ---------------------------------------------------------------------------
@@ -1860,12 +1875,20 @@ def main():
     parser.add_argument("--secret", required=True)
     parser.add_argument("--prefix", help="bucket name prefix (random by default)")
     parser.add_argument("--users", action="store_true", help="the gateway has users: unsigned requests are refused")
+    parser.add_argument(
+        "--virtual-host",
+        metavar="DOMAIN",
+        help="address buckets as BUCKET.DOMAIN (the endpoint's host must be DOMAIN; "
+        "every name under DOMAIN resolves to the endpoint's address)",
+    )
     parser.add_argument("--only", action="append", help="run only these cases")
     parser.add_argument("--skip", action="append", default=[], help="run every case but these")
     parser.add_argument("--keep-going", action="store_true", help="run every case, list the failures at the end")
     ARGS = parser.parse_args()
     for var in ("AWS_CA_BUNDLE", "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
         os.environ.pop(var, None)
+    if ARGS.virtual_host:
+        resolve_under(ARGS.virtual_host)
     t = Suite(ARGS)
     failures = []
     started = time.monotonic()
