@@ -3,8 +3,9 @@
 //! another's S3 API; 6 GiB through multipart with the AWS CLI, read back
 //! by ranges past 4 GiB; a multipart upload carried across a restart and
 //! across two gateways on one PostgreSQL (parts replaced, completion
-//! raced); abandoned uploads collected, and uploads kept alive by their
-//! parts; and the keys (the open tree's, a user's, revoked, a removed
+//! raced), a gateway killed while it completes one, and multipart on a
+//! gateway over our own S3; abandoned uploads collected, and uploads kept
+//! alive by their parts; and the keys (the open tree's, a user's, revoked, a removed
 //! user's, presigned URLs, sealed under another master key).
 //!
 //! The S3 calls go through boto3 (`tests/s3_system/s3call.py`, one call a
@@ -257,9 +258,8 @@ async fn run(mut command: Command, limit: Duration) -> Output {
     .unwrap()
 }
 
-/// One boto3 call against `endpoint`: `{"ok": …}` or `{"error": CODE,
-/// "status": N, …}`.
-async fn s3(endpoint: &str, key: &Key, operation: &str, params: Value) -> Value {
+/// The command of one boto3 call (see [`s3`]).
+fn s3_command(endpoint: &str, key: &Key, operation: &str, params: &Value) -> Command {
     let mut command = clean(&tool("python3"));
     command
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3_system/s3call.py"))
@@ -272,6 +272,13 @@ async fn s3(endpoint: &str, key: &Key, operation: &str, params: Value) -> Value 
         Key::Anonymous => command.arg("--anonymous"),
     };
     command.arg(operation).arg(params.to_string());
+    command
+}
+
+/// One boto3 call against `endpoint`: `{"ok": …}` or `{"error": CODE,
+/// "status": N, …}`.
+async fn s3(endpoint: &str, key: &Key, operation: &str, params: Value) -> Value {
+    let command = s3_command(endpoint, key, operation, &params);
     let output = run(command, Duration::from_secs(180)).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -1695,6 +1702,371 @@ async fn parts_past_the_quota_are_quota_exceeded() {
         assert_eq!(code, "404");
 
         gateway.stop().await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// The gateway process killed (SIGKILL) while it completes an upload.
+
+/// A gateway child process (the binary) serving S3, on `data_dir`.
+struct Process {
+    s3_addr: SocketAddr,
+    child: std::process::Child,
+}
+
+impl Process {
+    async fn start(data_dir: &Path) -> Self {
+        let addr = SocketAddr::from(([127, 0, 0, 1], testsupport::free_port()));
+        let s3_addr = SocketAddr::from(([127, 0, 0, 1], testsupport::free_port()));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(data_dir.with_extension("log"))
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_gateway"))
+            .args(["--listen", &addr.to_string()])
+            .args(["--s3-listen", &s3_addr.to_string()])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--instances", "2"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let process = Self { s3_addr, child };
+        let client = reqwest::Client::new();
+        let ready = eventually(Duration::from_secs(60), || async {
+            client
+                .get(format!("http://{addr}/healthz"))
+                .send()
+                .await
+                .is_ok_and(|answer| answer.status().is_success())
+        })
+        .await;
+        assert!(ready, "the gateway did not start");
+        process
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://{}", self.s3_addr)
+    }
+
+    fn kill(mut self) {
+        self.child.kill().unwrap(); // SIGKILL
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `gateway key create` of the open tree on `data_dir`: its one line.
+async fn key_create(data_dir: &Path) -> Key {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gateway"));
+    command
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["key", "create", "--label", "crash"])
+        .env("RUST_LOG", "warn");
+    let output = run(command, Duration::from_secs(60)).await;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "key create: {output:?}");
+    let fields: Vec<&str> = stdout.split_whitespace().collect();
+    assert_eq!(fields.len(), 2, "key create printed {stdout:?}");
+    Key::Signed(fields[0].to_owned(), fields[1].to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_gateway_killed_while_completing() {
+    within(Duration::from_secs(300), async {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let scratch = tempfile::tempdir().unwrap();
+        let first = Process::start(&data).await;
+        let key = key_create(&data).await;
+        let endpoint = first.endpoint();
+        s3_ok(&endpoint, &key, "create_bucket", json!({"Bucket": "crash"})).await;
+        let created = s3_ok(
+            &endpoint,
+            &key,
+            "create_multipart_upload",
+            json!({"Bucket": "crash", "Key": "c.bin"}),
+        )
+        .await;
+        let upload = created["UploadId"].as_str().unwrap().to_owned();
+        let target = ("crash", "c.bin", upload.as_str());
+        let parts: Vec<Vec<u8>> = (0..8).map(|_| random_bytes(32 << 20)).collect();
+        let mut etags = Vec::new();
+        for (number, bytes) in (1..).zip(&parts) {
+            etags.push((
+                number,
+                upload_part(&endpoint, &key, scratch.path(), target, number, bytes).await,
+            ));
+        }
+        let params = json!({"Bucket": "crash", "Key": "c.bin", "UploadId": upload,
+                            "MultipartUpload": completed(&etags)});
+        // Killed once the object is on its way through an instance (its
+        // staged file in tmp/), the client hung up on.
+        let completing = tokio::spawn({
+            let (endpoint, key, params) = (endpoint.clone(), key.clone(), params.clone());
+            async move {
+                let mut command = s3_command(&endpoint, &key, "complete_multipart_upload", &params);
+                command.env("AWS_MAX_ATTEMPTS", "1");
+                run(command, Duration::from_secs(120)).await
+            }
+        });
+        let tmp = data.join("tmp");
+        let staging = eventually(Duration::from_secs(60), || async {
+            std::fs::read_dir(&tmp).is_ok_and(|mut entries| entries.next().is_some())
+        })
+        .await;
+        assert!(
+            staging,
+            "the completion never staged a file in {}",
+            tmp.display()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        first.kill();
+        let cut = completing.await.unwrap();
+        eprintln!(
+            "complete, killed: {}",
+            String::from_utf8_lossy(&cut.stdout).trim()
+        );
+
+        let second = Process::start(&data).await;
+        let endpoint = second.endpoint();
+        let whole = parts.concat();
+        let uploads = s3_ok(
+            &endpoint,
+            &key,
+            "list_multipart_uploads",
+            json!({"Bucket": "crash"}),
+        )
+        .await;
+        eprintln!("after the restart: {uploads}");
+        if uploads.get("Uploads").is_some() {
+            // Cut off: the upload is as it was, and completes now.
+            let head = s3(
+                &endpoint,
+                &key,
+                "head_object",
+                json!({"Bucket": "crash", "Key": "c.bin"}),
+            )
+            .await;
+            assert_eq!(head["error"], "404", "a half-completed object: {head}");
+            s3_ok(&endpoint, &key, "complete_multipart_upload", params).await;
+        }
+        let got = s3_ok(
+            &endpoint,
+            &key,
+            "get_object",
+            json!({"Bucket": "crash", "Key": "c.bin"}),
+        )
+        .await;
+        assert_eq!(got["Body"]["len"], whole.len());
+        assert_eq!(got["Body"]["sha256"], sha256_hex(&whole).as_str());
+        assert_eq!(
+            got["ETag"],
+            multipart_etag(parts.iter().map(Vec::as_slice)).as_str()
+        );
+        let uploads = s3_ok(
+            &endpoint,
+            &key,
+            "list_multipart_uploads",
+            json!({"Bucket": "crash"}),
+        )
+        .await;
+        assert!(uploads.get("Uploads").is_none(), "{uploads}");
+        let parts_dir = data.join("blobs").join("uploads").join(&upload);
+        let gone = eventually(Duration::from_secs(10), || async { !parts_dir.exists() }).await;
+        assert!(gone, "{} is still there", parts_dir.display());
+        second.kill();
+        let log = std::fs::read_to_string(data.with_extension("log")).unwrap_or_default();
+        assert!(!log.contains("panicked"), "a gateway panicked:\n{log}");
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// Multipart on a gateway whose blob store is another gateway's S3: the parts
+// are objects there, read back to complete, and an abandoned upload's
+// objects are collected there.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn multipart_on_a_gateway_over_our_own_s3() {
+    within(Duration::from_secs(300), async {
+        let dir_a = tempfile::tempdir().unwrap();
+        let dir_b = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let a = Gateway::start(dir_a.path(), |_| {}).await;
+        let store_key = a.key(Owner::OPEN, "blob store").await;
+        s3_ok(
+            &a.endpoint(),
+            &store_key,
+            "create_bucket",
+            json!({"Bucket": "under"}),
+        )
+        .await;
+        let Key::Signed(id, secret) = store_key.clone() else {
+            unreachable!()
+        };
+        let b = Gateway::start(dir_b.path(), |config| {
+            config.blob_store = Some(BlobUrl::S3 {
+                bucket: "under".into(),
+                prefix: "b".into(),
+            });
+            config.s3 = S3Settings {
+                endpoint: Some(a.endpoint()),
+                region: Some("us-east-1".into()),
+                access_key_id: Some(id),
+                secret_access_key: Some(secret),
+                allow_http: Some(true),
+            };
+            config.upload_expiry = Duration::from_secs(6);
+            config.gc_interval = Duration::from_millis(500);
+        })
+        .await;
+        let key = b.key(Owner::OPEN, "over").await;
+        let eb = b.endpoint();
+        s3_ok(&eb, &key, "create_bucket", json!({"Bucket": "top"})).await;
+
+        // One upload completed, one abandoned.
+        let mut ids = Vec::new();
+        for name in ["done.bin", "left.bin"] {
+            let created = s3_ok(
+                &eb,
+                &key,
+                "create_multipart_upload",
+                json!({"Bucket": "top", "Key": name}),
+            )
+            .await;
+            ids.push(created["UploadId"].as_str().unwrap().to_owned());
+        }
+        let parts: Vec<Vec<u8>> = vec![random_bytes(5 << 20), random_bytes((9 << 20) + 1)];
+        let mut etags = Vec::new();
+        for (number, bytes) in (1..).zip(&parts) {
+            etags.push((
+                number,
+                upload_part(
+                    &eb,
+                    &key,
+                    scratch.path(),
+                    ("top", "done.bin", &ids[0]),
+                    number,
+                    bytes,
+                )
+                .await,
+            ));
+        }
+        upload_part(
+            &eb,
+            &key,
+            scratch.path(),
+            ("top", "left.bin", &ids[1]),
+            1,
+            &random_bytes(5 << 20),
+        )
+        .await;
+        // The parts are objects of A's bucket.
+        let under = |upload: &str| {
+            let (endpoint, store_key) = (a.endpoint(), store_key.clone());
+            let prefix = format!("b/uploads/{upload}/");
+            async move {
+                let listed = s3_ok(
+                    &endpoint,
+                    &store_key,
+                    "list_objects_v2",
+                    json!({"Bucket": "under", "Prefix": prefix}),
+                )
+                .await;
+                listed["KeyCount"].as_u64().unwrap()
+            }
+        };
+        assert_eq!(
+            under(&ids[0]).await,
+            2,
+            "the parts of {} in A's bucket",
+            ids[0]
+        );
+        assert_eq!(
+            under(&ids[1]).await,
+            1,
+            "the part of {} in A's bucket",
+            ids[1]
+        );
+
+        s3_ok(
+            &eb,
+            &key,
+            "complete_multipart_upload",
+            json!({"Bucket": "top", "Key": "done.bin", "UploadId": ids[0],
+                   "MultipartUpload": completed(&etags)}),
+        )
+        .await;
+        let whole = parts.concat();
+        let got = s3_ok(
+            &eb,
+            &key,
+            "get_object",
+            json!({"Bucket": "top", "Key": "done.bin"}),
+        )
+        .await;
+        assert_eq!(got["Body"]["sha256"], sha256_hex(&whole).as_str());
+        let got = s3_ok(
+            &eb,
+            &key,
+            "get_object",
+            json!({"Bucket": "top", "Key": "done.bin", "Range": "bytes=5242870-5242889"}),
+        )
+        .await;
+        assert_eq!(
+            got["Body"]["hex"],
+            hex::encode(&whole[5_242_870..5_242_890]).as_str()
+        );
+        // The object's blob is in A's bucket; the completed upload's parts
+        // are not, and the abandoned one's go once it expires.
+        let digest = sha256_hex(&whole);
+        let blob = s3(
+            &a.endpoint(),
+            &store_key,
+            "head_object",
+            json!({"Bucket": "under", "Key": format!("b/{}/{digest}", &digest[..2])}),
+        )
+        .await;
+        assert!(blob.get("ok").is_some(), "no blob in A's bucket: {blob}");
+        let cleared = eventually(Duration::from_secs(15), || async {
+            under(&ids[0]).await == 0
+        })
+        .await;
+        assert!(
+            cleared,
+            "the completed upload's parts are still in A's bucket"
+        );
+        let collected = eventually(Duration::from_secs(30), || async {
+            under(&ids[1]).await == 0
+        })
+        .await;
+        assert!(
+            collected,
+            "the abandoned upload's part is still in A's bucket 30 s on"
+        );
+        let listed = s3_ok(
+            &eb,
+            &key,
+            "list_multipart_uploads",
+            json!({"Bucket": "top"}),
+        )
+        .await;
+        assert!(listed.get("Uploads").is_none(), "{listed}");
+
+        b.stop().await;
+        a.stop().await;
     })
     .await;
 }
