@@ -5,8 +5,8 @@
 //! across two gateways on one PostgreSQL (parts replaced, completion
 //! raced), a gateway killed while it completes one, and multipart on a
 //! gateway over our own S3; abandoned uploads collected, and uploads kept
-//! alive by their parts; and the keys (the open tree's, a user's, revoked, a removed
-//! user's, presigned URLs, sealed under another master key).
+//! alive by their parts; and the keys (the open tree's, a user's, revoked,
+//! a removed user's, presigned URLs, sealed under another master key).
 //!
 //! The S3 calls go through boto3 (`tests/s3_system/s3call.py`, one call a
 //! run, its outcome as JSON) and the AWS CLI, from `.tools/venv`:
@@ -724,6 +724,66 @@ async fn six_gib_through_multipart_with_the_aws_cli() {
             hex::encode(expected_range(&blocks, size - 1, size - 1)).as_str()
         );
 
+        // Its size in listings, past 32 bits.
+        let listed = s3_ok(&endpoint, &key, "list_objects_v2", json!({"Bucket": "big"})).await;
+        assert_eq!(listed["Contents"][0]["Size"], size, "{listed}");
+        let listed = s3_ok(&endpoint, &key, "list_objects", json!({"Bucket": "big"})).await;
+        assert_eq!(listed["Contents"][0]["Size"], size, "{listed}");
+        let answer = gateway
+            .client
+            .head(gateway.url("/files/big/six.bin"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.headers()[header::CONTENT_LENGTH], size.to_string().as_str());
+
+        // A part copied from a range across 4 GiB and one from the end.
+        let created = s3_ok(
+            &endpoint,
+            &key,
+            "create_multipart_upload",
+            json!({"Bucket": "big", "Key": "copied.bin"}),
+        )
+        .await;
+        let upload = created["UploadId"].as_str().unwrap();
+        let ranges = [
+            (4 * GIB - 3 * MIB, 4 * GIB + 3 * MIB - 1),
+            (size - 1000, size - 1),
+        ];
+        let mut etags = Vec::new();
+        let mut expected = Vec::new();
+        for (number, (first, last)) in (1..).zip(ranges) {
+            let copied = s3_ok(
+                &endpoint,
+                &key,
+                "upload_part_copy",
+                json!({"Bucket": "big", "Key": "copied.bin", "UploadId": upload,
+                       "PartNumber": number, "CopySource": {"Bucket": "big", "Key": "six.bin"},
+                       "CopySourceRange": format!("bytes={first}-{last}")}),
+            )
+            .await;
+            let bytes = expected_range(&blocks, first, last);
+            assert_eq!(
+                copied["CopyPartResult"]["ETag"],
+                format!("\"{}\"", hex::encode(md5::Md5::digest(&bytes))).as_str(),
+                "part {number} copied from {first}-{last}"
+            );
+            etags.push((number, copied["CopyPartResult"]["ETag"].as_str().unwrap().to_owned()));
+            expected.extend_from_slice(&bytes);
+        }
+        s3_ok(
+            &endpoint,
+            &key,
+            "complete_multipart_upload",
+            json!({"Bucket": "big", "Key": "copied.bin", "UploadId": upload,
+                   "MultipartUpload": completed(&etags)}),
+        )
+        .await;
+        let got = s3_ok(&endpoint, &key, "get_object", json!({"Bucket": "big", "Key": "copied.bin"}))
+            .await;
+        assert_eq!(got["Body"]["len"], expected.len());
+        assert_eq!(got["Body"]["sha256"], sha256_hex(&expected).as_str());
+
         let largest = gateway.max_instance_memory().await;
         eprintln!("largest instance: {largest} bytes");
         assert!(largest <= 40 * MIB, "an instance of {largest} bytes");
@@ -731,7 +791,9 @@ async fn six_gib_through_multipart_with_the_aws_cli() {
         // No parts left behind; the object goes with a DELETE.
         let uploads = s3_ok(&endpoint, &key, "list_multipart_uploads", json!({"Bucket": "big"})).await;
         assert!(uploads.get("Uploads").is_none(), "{uploads}");
-        s3_ok(&endpoint, &key, "delete_object", json!({"Bucket": "big", "Key": "six.bin"})).await;
+        for name in ["six.bin", "copied.bin"] {
+            s3_ok(&endpoint, &key, "delete_object", json!({"Bucket": "big", "Key": name})).await;
+        }
         gateway.stop().await;
         drop(work);
     })
