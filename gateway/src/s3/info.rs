@@ -464,7 +464,11 @@ where
                 Poll::Ready(Some(Ok(bytes)))
             }
             Poll::Ready(Some(Err(error))) => {
-                Poll::Ready(Some(Err(std::io::Error::other(error.to_string()))))
+                let text = error.to_string();
+                if let Some(refused) = refusal_of(&text) {
+                    this.verdict.set(Err(refused));
+                }
+                Poll::Ready(Some(Err(std::io::Error::other(text))))
             }
             Poll::Ready(None) => {
                 if this.md5.is_none() {
@@ -482,6 +486,30 @@ where
                 }
             }
         }
+    }
+}
+
+/// What S3 answers for a body `s3s` refused as it decoded it (its error
+/// types are not public, their messages are): a chunk whose signature
+/// fails, a body whose SHA-256 is not the signed one, a cut chunk.
+fn refusal_of(error: &str) -> Option<S3Error> {
+    if error.contains("SignatureMismatch") {
+        Some(s3_error!(
+            SignatureDoesNotMatch,
+            "The request signature we calculated does not match the signature you provided (a chunk of the body)."
+        ))
+    } else if error.contains("Sha256Mismatch") {
+        Some(S3Error::with_message(
+            s3s::S3ErrorCode::Custom("XAmzContentSHA256Mismatch".into()),
+            "The provided 'x-amz-content-sha256' header does not match what was computed.",
+        ))
+    } else if error.contains("AwsChunkedStreamError") || error.contains("UploadStreamError") {
+        Some(s3_error!(
+            IncompleteBody,
+            "You did not provide the number of bytes specified by the Content-Length HTTP header, or the chunked body is malformed."
+        ))
+    } else {
+        None
     }
 }
 

@@ -64,7 +64,10 @@ pub(crate) fn router(
         config,
     ))));
     if let Some(domain) = domain {
-        builder.set_host(s3s::host::SingleDomain::new(domain)?);
+        builder.set_host(Portless {
+            domain: domain.to_ascii_lowercase(),
+            inner: s3s::host::SingleDomain::new(domain)?,
+        });
     }
     let service = builder.build();
     Ok(Router::new()
@@ -78,6 +81,36 @@ pub(crate) fn router(
         .layer(axum::middleware::from_fn(refuse_form_uploads))
         .layer(axum::middleware::from_fn(request_ids))
         .layer(TraceLayer::new_for_http()))
+}
+
+/// Virtual-hosted-style addressing under one domain, whatever port the
+/// `Host` names (`photos.s3.example.com:9000`); any other host (an
+/// address, `localhost`) is path style.
+struct Portless {
+    domain: String,
+    inner: s3s::host::SingleDomain,
+}
+
+impl s3s::host::S3Host for Portless {
+    fn parse_host_header<'a>(&'a self, host: &'a str) -> S3Result<s3s::host::VirtualHost<'a>> {
+        let name = match host.rsplit_once(':') {
+            Some((name, port))
+                if !name.contains(':')
+                    && !port.is_empty()
+                    && port.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                name
+            }
+            _ => host,
+        };
+        let lower = name.to_ascii_lowercase();
+        let domain = self.domain.as_str();
+        if lower == domain || lower.ends_with(&format!(".{domain}")) {
+            self.inner.parse_host_header(name)
+        } else {
+            Ok(s3s::host::VirtualHost::new(host))
+        }
+    }
 }
 
 /// Largest XML request body read (`DeleteObjects`, `CompleteMultipartUpload`).
