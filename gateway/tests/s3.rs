@@ -134,6 +134,29 @@ async fn run(mut command: Command, limit: Duration) -> Output {
     .unwrap()
 }
 
+/// [`run`] for a command whose standard input is already set (a file).
+async fn run_with_stdin(mut command: Command, limit: Duration) -> Output {
+    let name = format!("{command:?}");
+    tokio::task::spawn_blocking(move || {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| panic!("{name} did not start ({error})"));
+        let started = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > limit {
+                child.kill().unwrap();
+                panic!("{name} ran longer than {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
 /// Asserts `output` is a success; returns its stdout as text.
 fn succeeded(output: &Output, what: &str) -> String {
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -463,9 +486,147 @@ async fn aws_cli_cp_sync_ls_s3api_and_presign() {
             "the CLI's upload through REST"
         );
 
+        // A copy inside the store: over the 5 MB threshold the CLI copies
+        // in parts (UploadPartCopy), never downloading.
+        aws_ok(
+            &server,
+            &key,
+            dir,
+            &[
+                "s3",
+                "cp",
+                "--no-progress",
+                "s3://cli/data/big.bin",
+                "s3://cli/copies/big.bin",
+            ],
+        )
+        .await;
+        let copied = aws_json(
+            &server,
+            &key,
+            dir,
+            &[
+                "s3api",
+                "head-object",
+                "--bucket",
+                "cli",
+                "--key",
+                "copies/big.bin",
+            ],
+        )
+        .await;
+        assert_eq!(copied["ContentLength"], 20 * MIB, "{copied}");
+        assert!(
+            copied["ETag"].as_str().unwrap().ends_with("-4\""),
+            "a copy in 5 MiB parts: {copied}"
+        );
+        // From standard input (length unknown: multipart) and to standard output.
+        let mut piped = aws(&server, &key, dir);
+        piped
+            .args([
+                "s3",
+                "cp",
+                "--no-progress",
+                "-",
+                "s3://cli/copies/from-stdin.bin",
+            ])
+            .stdin(std::fs::File::open(dir.join("big.bin")).unwrap());
+        let output = run_with_stdin(piped, Duration::from_secs(300)).await;
+        succeeded(&output, "aws s3 cp - (standard input)");
+        let mut to_stdout = aws(&server, &key, dir);
+        to_stdout.args([
+            "s3",
+            "cp",
+            "--no-progress",
+            "s3://cli/copies/from-stdin.bin",
+            "-",
+        ]);
+        let output = run(to_stdout, Duration::from_secs(300)).await;
+        succeeded(&output, "aws s3 cp ... - (standard output)");
+        assert!(
+            output.stdout == big,
+            "the file through standard input and output came back different"
+        );
+        // mv: copied, then deleted.
+        aws_ok(
+            &server,
+            &key,
+            dir,
+            &[
+                "s3",
+                "mv",
+                "--no-progress",
+                "s3://cli/copies/big.bin",
+                "s3://cli/moved/big.bin",
+            ],
+        )
+        .await;
+        let moved = aws_ok(
+            &server,
+            &key,
+            dir,
+            &["s3", "ls", "--recursive", "s3://cli/"],
+        )
+        .await;
+        assert!(
+            moved.contains(" moved/big.bin") && !moved.contains(" copies/big.bin"),
+            "{moved}"
+        );
+        aws_ok(
+            &server,
+            &key,
+            dir,
+            &["s3", "rm", "--recursive", "s3://cli/copies/"],
+        )
+        .await;
+        aws_ok(
+            &server,
+            &key,
+            dir,
+            &["s3", "rm", "--recursive", "s3://cli/moved/"],
+        )
+        .await;
+
         // sync a tree up, and back down elsewhere.
         let up = dir.join("up");
-        let files = make_tree(&up);
+        let mut files = make_tree(&up);
+        // Not the empty file: botocore's handling of `Expect: 100-continue`
+        // breaks a connection once a zero-length PUT on it was answered
+        // without a `100 Continue` (boto/botocore#3010): the next part sent
+        // on it loses its answer's headers ("KeyError: 'ETag'"). It goes up
+        // alone, in a process of its own.
+        files.remove("empty.bin");
+        std::fs::remove_file(up.join("empty.bin")).unwrap();
+        std::fs::write(dir.join("empty.bin"), b"").unwrap();
+        aws_ok(
+            &server,
+            &key,
+            dir,
+            &[
+                "s3",
+                "cp",
+                "--no-progress",
+                dir.join("empty.bin").to_str().unwrap(),
+                "s3://cli/empty.bin",
+            ],
+        )
+        .await;
+        let empty = aws_json(
+            &server,
+            &key,
+            dir,
+            &[
+                "s3api",
+                "head-object",
+                "--bucket",
+                "cli",
+                "--key",
+                "empty.bin",
+            ],
+        )
+        .await;
+        assert_eq!(empty["ContentLength"], 0, "{empty}");
+        aws_ok(&server, &key, dir, &["s3", "rm", "s3://cli/empty.bin"]).await;
         let sync_up = aws_ok(
             &server,
             &key,
@@ -612,7 +773,7 @@ async fn aws_cli_cp_sync_ls_s3api_and_presign() {
             .iter()
             .map(|o| o["Key"].as_str().unwrap())
             .collect();
-        assert_eq!(keys, ["tree/empty.bin", "tree/top.txt"], "{listed}");
+        assert_eq!(keys, ["tree/top.txt"], "{listed}");
         aws_ok(
             &server,
             &key,
