@@ -1476,7 +1476,7 @@ async fn parts_keep_an_upload_alive() {
         let dir = tempfile::tempdir().unwrap();
         let scratch = tempfile::tempdir().unwrap();
         let gateway = Gateway::start(dir.path(), |config| {
-            config.upload_expiry = Duration::from_secs(3);
+            config.upload_expiry = Duration::from_secs(6);
             config.gc_interval = Duration::from_millis(200);
         })
         .await;
@@ -1497,7 +1497,7 @@ async fn parts_keep_an_upload_alive() {
             .collect();
         let mut etags = Vec::new();
         for (number, bytes) in (1..).zip(&parts) {
-            tokio::time::sleep(Duration::from_millis(1500)).await;
+            tokio::time::sleep(Duration::from_millis(2500)).await;
             etags.push((
                 number,
                 upload_part(
@@ -1512,7 +1512,7 @@ async fn parts_keep_an_upload_alive() {
             ));
         }
         assert!(
-            started.elapsed() > Duration::from_secs(6),
+            started.elapsed() > Duration::from_secs(10),
             "too quick to tell"
         );
         s3_ok(
@@ -1948,6 +1948,39 @@ async fn a_gateway_killed_while_completing() {
         let parts_dir = data.join("blobs").join("uploads").join(&upload);
         let gone = eventually(Duration::from_secs(10), || async { !parts_dir.exists() }).await;
         assert!(gone, "{} is still there", parts_dir.display());
+        // `gateway key list` shows the key; `gateway key revoke` ends it on
+        // the running gateway within about a second.
+        let cli = |args: &[&str]| {
+            let mut command = Command::new(env!("CARGO_BIN_EXE_gateway"));
+            command
+                .arg("--data-dir")
+                .arg(&data)
+                .args(args)
+                .env("RUST_LOG", "warn");
+            command
+        };
+        let output = run(cli(&["key", "list"]), Duration::from_secs(60)).await;
+        let listed = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(output.status.success(), "key list: {output:?}");
+        assert!(listed.contains(key.id()), "key list: {listed}");
+        let output = run(cli(&["key", "revoke", key.id()]), Duration::from_secs(60)).await;
+        assert!(output.status.success(), "key revoke: {output:?}");
+        let revoked = Instant::now();
+        let failed = eventually(Duration::from_secs(5), || async {
+            s3(&endpoint, &key, "list_buckets", json!({}))
+                .await
+                .get("error")
+                .is_some()
+        })
+        .await;
+        assert!(failed, "a key revoked by the CLI still works 5 s on");
+        assert!(
+            revoked.elapsed() < Duration::from_millis(2500),
+            "{:?}",
+            revoked.elapsed()
+        );
+        let (code, status) = s3_err(&endpoint, &key, "list_buckets", json!({})).await;
+        assert_eq!((code.as_str(), status), ("InvalidAccessKeyId", 403));
         second.kill();
         let log = std::fs::read_to_string(data.with_extension("log")).unwrap_or_default();
         assert!(!log.contains("panicked"), "a gateway panicked:\n{log}");
@@ -2129,6 +2162,83 @@ async fn multipart_on_a_gateway_over_our_own_s3() {
 
         b.stop().await;
         a.stop().await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// A gateway too busy for more: S3 clients are told to slow down.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_busy_gateway_says_slow_down() {
+    within(Duration::from_secs(180), async {
+        let dir = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let gateway = Gateway::start(dir.path(), |config| {
+            config.instances = 1;
+            config.queue_capacity = 1;
+            config.queue_timeout = Duration::from_millis(100);
+        })
+        .await;
+        let key = gateway.key(Owner::OPEN, "busy").await;
+        let endpoint = gateway.endpoint();
+        s3_ok(&endpoint, &key, "create_bucket", json!({"Bucket": "busy"})).await;
+        let bodies: Vec<Vec<u8>> = (0..8).map(|_| random_bytes(24 << 20)).collect();
+        let mut calls = Vec::new();
+        for (index, body) in bodies.iter().enumerate() {
+            let file = scratch.path().join(format!("body-{index}"));
+            std::fs::write(&file, body).unwrap();
+            let (endpoint, key) = (endpoint.clone(), key.clone());
+            calls.push(tokio::spawn(async move {
+                s3(
+                    &endpoint,
+                    &key,
+                    "put_object",
+                    json!({"Bucket": "busy", "Key": format!("o{index}"), "Body": {"file": file}}),
+                )
+                .await
+            }));
+        }
+        let mut slowed = 0;
+        for (index, call) in calls.into_iter().enumerate() {
+            let answer = call.await.unwrap();
+            eprintln!(
+                "o{index}: {}",
+                answer.to_string().chars().take(300).collect::<String>()
+            );
+            if answer.get("ok").is_some() {
+                let got = s3_ok(
+                    &endpoint,
+                    &key,
+                    "get_object",
+                    json!({"Bucket": "busy", "Key": format!("o{index}")}),
+                )
+                .await;
+                assert_eq!(got["Body"]["sha256"], sha256_hex(&bodies[index]).as_str());
+            } else {
+                assert_eq!(answer["error"], "SlowDown", "o{index}: {answer}");
+                assert_eq!(answer["status"], 503, "o{index}: {answer}");
+                assert_eq!(answer["retry_after"], "1", "o{index}: {answer}");
+                let head = s3(
+                    &endpoint,
+                    &key,
+                    "head_object",
+                    json!({"Bucket": "busy", "Key": format!("o{index}")}),
+                )
+                .await;
+                assert_eq!(
+                    head["error"], "404",
+                    "o{index} slowed down but stored: {head}"
+                );
+                slowed += 1;
+            }
+        }
+        eprintln!("{slowed} of 8 told to slow down");
+        assert!(
+            slowed > 0,
+            "8 PUTs at once on 1 instance with a queue of 1: none slowed down"
+        );
+        gateway.stop().await;
     })
     .await;
 }

@@ -7,7 +7,8 @@ OPERATION is a boto3 client method (put_object, list_objects_v2, ...), JSON
 its keyword arguments. A "Body" of {"hex": "..."} or {"file": PATH} is sent
 as those bytes; {"file": PATH} as a part body of "Body" too. Printed: one
 JSON line, {"ok": RESULT} (a streaming Body read whole, as "Body": {"len",
-"sha256", "hex" (first 64 KiB)}) or {"error": CODE, "status": N, "message"}.
+"sha256", "hex" (first 64 KiB)}) or {"error": CODE, "status": N, "message",
+"retry_after"}.
 Exit status 0 either way; 2 on a usage or transport failure.
 """
 
@@ -93,6 +94,9 @@ def main():
                     "error": response.get("Error", {}).get("Code", ""),
                     "message": response.get("Error", {}).get("Message", ""),
                     "status": response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0),
+                    "retry_after": response.get("ResponseMetadata", {})
+                    .get("HTTPHeaders", {})
+                    .get("retry-after"),
                 }
             )
         )
