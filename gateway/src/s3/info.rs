@@ -499,10 +499,12 @@ fn refusal_of(error: &str) -> Option<S3Error> {
             "The request signature we calculated does not match the signature you provided (a chunk of the body)."
         ))
     } else if error.contains("Sha256Mismatch") {
-        Some(S3Error::with_message(
+        let mut error = S3Error::with_message(
             s3s::S3ErrorCode::Custom("XAmzContentSHA256Mismatch".into()),
             "The provided 'x-amz-content-sha256' header does not match what was computed.",
-        ))
+        );
+        error.set_status_code(axum::http::StatusCode::BAD_REQUEST);
+        Some(error)
     } else if error.contains("AwsChunkedStreamError") || error.contains("UploadStreamError") {
         Some(s3_error!(
             IncompleteBody,
