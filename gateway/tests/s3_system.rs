@@ -23,6 +23,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{random_bytes, sha256_hex};
+use futures_util::StreamExt as _;
 use gateway::AppState;
 use gateway::config::Config;
 use gateway::s3::MasterKey;
@@ -1683,7 +1684,6 @@ async fn presigned_urls_and_removed_users() {
 /// Parts past the owner's quota are refused as the quota's doing (403
 /// QuotaExceeded, as tus and /files/ say), not as a too-large entity.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "server bug (reported): UploadPart past the quota answers 400 EntityTooLarge"]
 async fn parts_past_the_quota_are_quota_exceeded() {
     within(Duration::from_secs(120), async {
         let dir = tempfile::tempdir().unwrap();
@@ -2238,6 +2238,133 @@ async fn a_busy_gateway_says_slow_down() {
             slowed > 0,
             "8 PUTs at once on 1 instance with a queue of 1: none slowed down"
         );
+        gateway.stop().await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// An upload aborted while a part is on its way in: the part is refused and
+// leaves nothing behind.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_upload_aborted_under_a_part() {
+    within(Duration::from_secs(120), async {
+        let dir = tempfile::tempdir().unwrap();
+        let gateway = Gateway::start(dir.path(), |config| {
+            config.orphan_grace = Duration::from_secs(1);
+            config.gc_interval = Duration::from_millis(500);
+        })
+        .await;
+        let key = gateway.key(Owner::OPEN, "abort").await;
+        let endpoint = gateway.endpoint();
+        s3_ok(&endpoint, &key, "create_bucket", json!({"Bucket": "abort"})).await;
+        let created = s3_ok(
+            &endpoint,
+            &key,
+            "create_multipart_upload",
+            json!({"Bucket": "abort", "Key": "a.bin"}),
+        )
+        .await;
+        let upload = created["UploadId"].as_str().unwrap().to_owned();
+        let url = s3_ok(
+            &endpoint,
+            &key,
+            "generate_presigned_url",
+            json!({"ClientMethod": "upload_part",
+                   "Params": {"Bucket": "abort", "Key": "a.bin", "UploadId": upload,
+                              "PartNumber": 1},
+                   "ExpiresIn": 600}),
+        )
+        .await;
+        let url = url.as_str().unwrap().to_owned();
+
+        // 8 MiB of a 16 MiB part, then the abort, then the rest.
+        let part = random_bytes(16 << 20);
+        let (first_half, second_half) = (
+            bytes::Bytes::copy_from_slice(&part[..8 << 20]),
+            bytes::Bytes::copy_from_slice(&part[8 << 20..]),
+        );
+        let (go_on, resume) = oneshot::channel::<()>();
+        let body = futures_util::stream::once(async move { Ok::<_, std::io::Error>(first_half) })
+            .chain(futures_util::stream::once(async move {
+                let _ = resume.await;
+                Ok(second_half)
+            }));
+        let sending = tokio::spawn(
+            gateway
+                .client
+                .put(&url)
+                .header(header::CONTENT_LENGTH, part.len())
+                .body(reqwest::Body::wrap_stream(body))
+                .send(),
+        );
+        let parts_dir = dir.path().join("blobs").join("uploads").join(&upload);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        s3_ok(
+            &endpoint,
+            &key,
+            "abort_multipart_upload",
+            json!({"Bucket": "abort", "Key": "a.bin", "UploadId": upload}),
+        )
+        .await;
+        let _ = go_on.send(());
+        let answer = sending.await.unwrap().unwrap();
+        let status = answer.status();
+        let headers = answer.headers().clone();
+        let text = answer.text().await.unwrap();
+        eprintln!("the part after the abort: {status} {headers:?} {text}");
+        assert_eq!(status, 404, "{text}");
+        assert!(text.contains("NoSuchUpload"), "{text}");
+        let clean = eventually(Duration::from_secs(10), || async { !parts_dir.exists() }).await;
+        assert!(clean, "{} is left behind", parts_dir.display());
+        let listed = s3_ok(
+            &endpoint,
+            &key,
+            "list_multipart_uploads",
+            json!({"Bucket": "abort"}),
+        )
+        .await;
+        assert!(listed.get("Uploads").is_none(), "{listed}");
+        gateway.stop().await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// Error documents name their request, as the header does.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "server bug (reported): no error document has its <RequestId>"]
+async fn error_documents_carry_their_request_id() {
+    within(Duration::from_secs(60), async {
+        let dir = tempfile::tempdir().unwrap();
+        let gateway = Gateway::start(dir.path(), |_| {}).await;
+        let endpoint = gateway.endpoint();
+        for (method, path) in [
+            (reqwest::Method::GET, "/nosuchbucket/x"),
+            (
+                reqwest::Method::PUT,
+                "/nosuchbucket/x?partNumber=1&uploadId=none",
+            ),
+        ] {
+            let answer = gateway
+                .client
+                .request(method.clone(), format!("{endpoint}{path}"))
+                .body("0123456789")
+                .send()
+                .await
+                .unwrap();
+            let id = answer.headers()["x-amz-request-id"]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            let text = answer.text().await.unwrap();
+            assert!(
+                text.contains(&format!("<RequestId>{id}</RequestId>")),
+                "{method} {path}: x-amz-request-id {id}, but {text}"
+            );
+        }
         gateway.stop().await;
     })
     .await;
