@@ -612,6 +612,23 @@ def list_fetch_owner(t):
 
 
 @case
+def list_bad_arguments(t):
+    """A continuation token not from the server, a negative max-keys: 400s;
+    a StartAfter past every key: an empty last page."""
+    name = t.bucket("badlist")
+    t.s3.put_object(Bucket=name, Key="a", Body=b"")
+    expect_error("InvalidArgument", t.s3.list_objects_v2, Bucket=name, ContinuationToken="not-a-token!", status=400)
+    status, _, body = t.signed("GET", f"{t.url(name)}?list-type=2&max-keys=-1")
+    eq((status, xml_code(body)), (400, "InvalidArgument"), "max-keys=-1")
+    past = t.s3.list_objects_v2(Bucket=name, StartAfter="zzz")
+    eq((past["KeyCount"], past["IsTruncated"], past.get("Contents", [])), (0, False, []), "StartAfter past every key")
+    # Under an object's name: no such key, not an error of the server.
+    expect_error("NoSuchKey", t.s3.get_object, Bucket=name, Key="a/below", status=404)
+    expect_error("404", t.s3.head_object, Bucket=name, Key="a/below", status=404)
+    eq(t.s3.list_objects_v2(Bucket=name, Prefix="a/").get("KeyCount"), 0, "a prefix under an object's name")
+
+
+@case
 def list_v1_markers(t):
     name = nested_bucket(t)
     everything = sorted(NESTED, key=lambda k: k.encode())
@@ -1853,6 +1870,108 @@ def keys_a_tree_cannot_hold(t):
             code, status, message = error_of(exc)
             check(status is not None and 400 <= status < 500, f"PUT {key!r} beside node/child: {code} ({status}) {message}")
     eq(t.s3.get_object(Bucket=name, Key="node/child")["Body"].read(), b"x", "node/child after the clashing PUTs")
+
+
+@case
+def unicode_forms_and_case_are_distinct_keys(t):
+    """S3 keys are bytes: NFC and NFD spellings, and letter case, are different keys."""
+    import unicodedata
+
+    name = t.bucket("forms")
+    nfc = unicodedata.normalize("NFC", "café/crème")
+    nfd = unicodedata.normalize("NFD", "café/crème")
+    check(nfc != nfd, "test setup: NFC == NFD")
+    keys = {nfc: b"composed", nfd: b"decomposed", "Case": b"upper", "case": b"lower"}
+    for key, body in keys.items():
+        t.s3.put_object(Bucket=name, Key=key, Body=body)
+    for key, body in keys.items():
+        eq(t.s3.get_object(Bucket=name, Key=key)["Body"].read(), body, f"body of {key!r}")
+    listed = [o["Key"] for o in t.s3.list_objects_v2(Bucket=name)["Contents"]]
+    eq(listed, sorted(keys, key=lambda k: k.encode()), "NFC, NFD and case listed apart")
+
+
+@case
+def a_long_segment(t):
+    """One path segment over 255 bytes (S3 allows 1024 for the whole key):
+    stored and read back, or a 4xx; never a 5xx."""
+    name = t.bucket("longseg")
+    key = "dir/" + "s" * 300
+    try:
+        t.s3.put_object(Bucket=name, Key=key, Body=b"long")
+    except ClientError as exc:
+        code, status, message = error_of(exc)
+        check(status is not None and 400 <= status < 500, f"PUT of a 300-byte segment: {code} ({status}) {message}")
+        return
+    eq(t.s3.get_object(Bucket=name, Key=key)["Body"].read(), b"long", "a 300-byte segment")
+    eq([o["Key"] for o in t.s3.list_objects_v2(Bucket=name)["Contents"]], [key], "a 300-byte segment listed")
+
+
+@case
+def listing_past_a_thousand(t):
+    """1,500 keys: pages of 1,000 at most, MaxKeys over 1,000 is 1,000, every key once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    name = t.bucket("many")
+    keys = [f"k/{i:05d}" for i in range(1500)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda k: t.s3.put_object(Bucket=name, Key=k, Body=b""), keys))
+    first = t.s3.list_objects_v2(Bucket=name)
+    eq((first["KeyCount"], first["IsTruncated"]), (1000, True), "the first page by default")
+    big = t.s3.list_objects_v2(Bucket=name, MaxKeys=5000)
+    eq(big["KeyCount"], 1000, "MaxKeys=5000 gives 1,000")
+    pages = pages_v2(t, Bucket=name)
+    eq(flatten(pages)[0], keys, "every key once, in order")
+    v1 = list(t.s3.get_paginator("list_objects").paginate(Bucket=name))
+    eq([o["Key"] for p in v1 for o in p.get("Contents", [])], keys, "v1: every key once, in order")
+    answer = t.s3.delete_objects(Bucket=name, Delete={"Objects": [{"Key": k} for k in keys[:1000]], "Quiet": True})
+    eq(answer.get("Errors", []), [], "deleting 1,000 at once")
+    eq(t.s3.list_objects_v2(Bucket=name)["KeyCount"], 500, "500 left")
+
+
+@case
+def concurrent_writes_to_one_key(t):
+    """Eight PUTs of one key at once: the object is one of them whole, its
+    ETag and length those of that one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    name = t.bucket("race")
+    bodies = [bytes([i]) * (100_000 + i * 37_000) for i in range(8)]
+
+    def put(body):
+        client = t.client()
+        return client.put_object(Bucket=name, Key="contended", Body=body)["ETag"]
+
+    with ThreadPoolExecutor(8) as pool:
+        etags = list(pool.map(put, bodies))
+    eq(etags, [f'"{md5_hex(b)}"' for b in bodies], "each PUT's own ETag")
+    got = t.s3.get_object(Bucket=name, Key="contended")
+    data = got["Body"].read()
+    check(data in bodies, f"the object is none of the bodies whole ({len(data)} bytes)")
+    eq(got["ETag"], f'"{md5_hex(data)}"', "the ETag of what is stored")
+    eq(got["ContentLength"], len(data), "the length of what is stored")
+
+
+@case
+def read_while_overwritten(t):
+    """A GET in progress while the key is replaced: the old content whole (or
+    an error), never a mix; afterwards the new content."""
+    import threading
+
+    name = t.bucket("overwrite")
+    old, new = b"o" * (8 * MIB), b"n" * (8 * MIB)
+    t.s3.put_object(Bucket=name, Key="k", Body=old)
+    got = t.s3.get_object(Bucket=name, Key="k")
+    first = got["Body"].read(1 << 20)
+    writer = threading.Thread(target=lambda: t.client().put_object(Bucket=name, Key="k", Body=new))
+    writer.start()
+    writer.join()
+    try:
+        rest = got["Body"].read()
+        data = first + rest
+        check(data == old, f"a read across an overwrite mixed contents ({data.count(b'o')} old, {data.count(b'n')} new bytes)")
+    except Exception as exc:  # noqa: BLE001 - a cut read is allowed, a mixed one is not
+        print(f"  (the read in progress ended: {type(exc).__name__})")
+    eq(t.s3.get_object(Bucket=name, Key="k")["Body"].read() == new, True, "the new content after the overwrite")
 
 
 @case
