@@ -117,16 +117,23 @@ pub(crate) async fn take_over(
     seen_ms: i64,
     now_ms: i64,
 ) -> Result<bool, VolumeError> {
-    let claimed = sql::query(
-        "UPDATE blobs SET changed_ms = $3
-         WHERE sha256 = $1 AND state = 'deleting' AND changed_ms = $2",
-    )
-    .bind(digest.as_str())
-    .bind(seen_ms)
-    .bind(now_ms)
-    .execute(db.pool())
-    .await?
-    .rows_affected();
+    // Every write takes its turn (`Database::write`): on SQLite one issued
+    // beside a writer's transaction would wait in SQLite's busy handler,
+    // which sleeps (up to 100 ms a time) instead of queueing.
+    let claimed = db
+        .write(async |tx: &mut WriteTx| {
+            Ok(sql::query(
+                "UPDATE blobs SET changed_ms = $3
+                 WHERE sha256 = $1 AND state = 'deleting' AND changed_ms = $2",
+            )
+            .bind(digest.as_str())
+            .bind(seen_ms)
+            .bind(now_ms)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected())
+        })
+        .await?;
     Ok(claimed == 1)
 }
 
@@ -137,12 +144,17 @@ pub(crate) async fn forget(
     digest: &Digest,
     claim_ms: i64,
 ) -> Result<(), VolumeError> {
-    sql::query("DELETE FROM blobs WHERE sha256 = $1 AND state = 'deleting' AND changed_ms = $2")
+    db.write(async |tx: &mut WriteTx| {
+        sql::query(
+            "DELETE FROM blobs WHERE sha256 = $1 AND state = 'deleting' AND changed_ms = $2",
+        )
         .bind(digest.as_str())
         .bind(claim_ms)
-        .execute(db.pool())
+        .execute(&mut **tx)
         .await?;
-    Ok(())
+        Ok(())
+    })
+    .await
 }
 
 /// Every digest in the ledger, in either state.

@@ -7,7 +7,7 @@
 use estimator::Sample;
 use serde::Serialize;
 
-use crate::db::{Database, sql};
+use crate::db::{Database, WriteTx, sql};
 use crate::error::VolumeError;
 
 /// The whole process's memory at one moment.
@@ -119,14 +119,18 @@ impl<'a> SampleStore<'a> {
 
     /// Forget samples older than `before_ms`; returns how many rows went.
     pub async fn prune(&self, before_ms: i64) -> Result<u64, VolumeError> {
-        let mut removed = 0;
-        for table in ["memory_samples", "process_samples"] {
-            removed += sql::query(&format!("DELETE FROM {table} WHERE timestamp_ms < $1"))
-                .bind(before_ms)
-                .execute(self.db.pool())
-                .await?
-                .rows_affected();
-        }
-        Ok(removed)
+        self.db
+            .write(async |tx: &mut WriteTx| {
+                let mut removed = 0;
+                for table in ["memory_samples", "process_samples"] {
+                    removed += sql::query(&format!("DELETE FROM {table} WHERE timestamp_ms < $1"))
+                        .bind(before_ms)
+                        .execute(&mut **tx)
+                        .await?
+                        .rows_affected();
+                }
+                Ok(removed)
+            })
+            .await
     }
 }

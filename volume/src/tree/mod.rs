@@ -12,7 +12,7 @@ use std::collections::HashSet;
 
 use sqlx::AnyConnection;
 
-use crate::db::{Database, KEYS_PER_QUERY, placeholders, sql};
+use crate::db::{Database, KEYS_PER_QUERY, WriteTx, placeholders, sql};
 use crate::error::VolumeError;
 use crate::path::{FilePath, Prefix};
 use crate::types::{Digest, Digests, FileMeta, Owner};
@@ -203,16 +203,22 @@ impl Tree {
         sha256: &str,
         info: &str,
     ) -> Result<bool, VolumeError> {
-        let done = sql::query(
-            "UPDATE files SET s3_info = $4 WHERE owner = $1 AND path = $2 AND sha256 = $3",
-        )
-        .bind(owner.id())
-        .bind(path.as_str())
-        .bind(sha256)
-        .bind(info)
-        .execute(self.db.pool())
-        .await?;
-        Ok(done.rows_affected() == 1)
+        let updated = self
+            .db
+            .write(async |tx: &mut WriteTx| {
+                Ok(sql::query(
+                    "UPDATE files SET s3_info = $4 WHERE owner = $1 AND path = $2 AND sha256 = $3",
+                )
+                .bind(owner.id())
+                .bind(path.as_str())
+                .bind(sha256)
+                .bind(info)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected())
+            })
+            .await?;
+        Ok(updated == 1)
     }
 
     /// `INSERT` `row`, doing `on_conflict` if the path exists; the row as
@@ -332,16 +338,22 @@ impl Tree {
         prefix: &Prefix,
         now_ms: i64,
     ) -> Result<bool, VolumeError> {
-        let made = sql::query(
-            "INSERT INTO folders (owner, path, created_ms) VALUES ($1, $2, $3)
-             ON CONFLICT (owner, path) DO NOTHING",
-        )
-        .bind(owner.id())
-        .bind(prefix.as_str())
-        .bind(now_ms)
-        .execute(self.db.pool())
-        .await?;
-        Ok(made.rows_affected() > 0)
+        let made = self
+            .db
+            .write(async |tx: &mut WriteTx| {
+                Ok(sql::query(
+                    "INSERT INTO folders (owner, path, created_ms) VALUES ($1, $2, $3)
+                     ON CONFLICT (owner, path) DO NOTHING",
+                )
+                .bind(owner.id())
+                .bind(prefix.as_str())
+                .bind(now_ms)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected())
+            })
+            .await?;
+        Ok(made > 0)
     }
 
     /// When the folder `prefix` was made on purpose, if it was.
