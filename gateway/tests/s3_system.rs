@@ -2369,3 +2369,186 @@ async fn error_documents_carry_their_request_id() {
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------
+// A damaged master key file, a key for no such user: clean refusals.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_damaged_master_key_and_an_unknown_user_are_refused_cleanly() {
+    within(Duration::from_secs(120), async {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(data.join("s3-master.key"), "not a key\n").unwrap();
+        let mut config = Config::for_data_dir(&data);
+        config.instances = 1;
+        config.s3_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+        let error = gateway::start(&config)
+            .await
+            .err()
+            .expect("a gateway started on a damaged master key");
+        let error = format!("{error:#}");
+        assert!(error.contains("s3-master.key"), "{error}");
+
+        let cli = |args: &[&str]| {
+            let mut command = Command::new(env!("CARGO_BIN_EXE_gateway"));
+            command
+                .arg("--data-dir")
+                .arg(&data)
+                .args(args)
+                .env("RUST_LOG", "warn");
+            command
+        };
+        let output = run(cli(&["key", "create"]), Duration::from_secs(60)).await;
+        assert!(
+            !output.status.success(),
+            "key create on a damaged master key: {output:?}"
+        );
+        assert!(output.stdout.is_empty(), "{output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("s3-master.key"), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+
+        std::fs::remove_file(data.join("s3-master.key")).unwrap();
+        let output = run(cli(&["key", "create", "nobody"]), Duration::from_secs(60)).await;
+        assert!(
+            !output.status.success(),
+            "key create for no such user: {output:?}"
+        );
+        assert!(output.stdout.is_empty(), "{output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("nobody"), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        // And then a good one.
+        let key = key_create(&data).await;
+        let mode = std::fs::metadata(data.join("s3-master.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "made by the CLI: {mode:o}");
+        let output = run(cli(&["key", "list"]), Duration::from_secs(60)).await;
+        assert!(String::from_utf8_lossy(&output.stdout).contains(key.id()));
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// One user's upload is out of another's reach, even by its id and in a
+// bucket of the same name.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_upload_is_out_of_another_users_reach() {
+    within(Duration::from_secs(120), async {
+        let dir = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let gateway = Gateway::start(dir.path(), |_| {}).await;
+        let endpoint = gateway.endpoint();
+        for name in ["alice", "bob"] {
+            gateway::cli::add_user(gateway.accounts(), name, PASSWORD, false, None)
+                .await
+                .unwrap();
+        }
+        let alice = gateway
+            .accounts()
+            .user_named("alice")
+            .await
+            .unwrap()
+            .unwrap();
+        let bob = gateway.accounts().user_named("bob").await.unwrap().unwrap();
+        let alice_key = gateway.key(alice.owner(), "alice").await;
+        let bob_key = gateway.key(bob.owner(), "bob").await;
+        for key in [&alice_key, &bob_key] {
+            s3_ok(&endpoint, key, "create_bucket", json!({"Bucket": "same"})).await;
+        }
+        let created = s3_ok(
+            &endpoint,
+            &alice_key,
+            "create_multipart_upload",
+            json!({"Bucket": "same", "Key": "k.bin"}),
+        )
+        .await;
+        let upload = created["UploadId"].as_str().unwrap().to_owned();
+        let part = random_bytes(5 << 20);
+        let etag = upload_part(
+            &endpoint,
+            &alice_key,
+            scratch.path(),
+            ("same", "k.bin", &upload),
+            1,
+            &part,
+        )
+        .await;
+        let target = json!({"Bucket": "same", "Key": "k.bin", "UploadId": upload});
+        let with = |extra: Value| {
+            let mut params = target.clone();
+            params
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            params
+        };
+        for (operation, params) in [
+            ("list_parts", target.clone()),
+            (
+                "upload_part",
+                with(json!({"PartNumber": 2, "Body": {"hex": "00"}})),
+            ),
+            (
+                "complete_multipart_upload",
+                with(json!({"MultipartUpload": completed(&[(1, etag.clone())])})),
+            ),
+            ("abort_multipart_upload", target.clone()),
+        ] {
+            let (code, status) = s3_err(&endpoint, &bob_key, operation, params).await;
+            assert_eq!(
+                (code.as_str(), status),
+                ("NoSuchUpload", 404),
+                "bob's {operation}"
+            );
+        }
+        let listed = s3_ok(
+            &endpoint,
+            &bob_key,
+            "list_multipart_uploads",
+            json!({"Bucket": "same"}),
+        )
+        .await;
+        assert!(listed.get("Uploads").is_none(), "bob sees {listed}");
+        let (code, _) = s3_err(
+            &endpoint,
+            &bob_key,
+            "head_object",
+            json!({"Bucket": "same", "Key": "k.bin"}),
+        )
+        .await;
+        assert_eq!(code, "404");
+        // Alice's upload is as she left it, and completes.
+        let listed = s3_ok(&endpoint, &alice_key, "list_parts", target.clone()).await;
+        assert_eq!(listed["Parts"].as_array().unwrap().len(), 1, "{listed}");
+        s3_ok(
+            &endpoint,
+            &alice_key,
+            "complete_multipart_upload",
+            with(json!({"MultipartUpload": completed(&[(1, etag)])})),
+        )
+        .await;
+        let got = s3_ok(
+            &endpoint,
+            &alice_key,
+            "get_object",
+            json!({"Bucket": "same", "Key": "k.bin"}),
+        )
+        .await;
+        assert_eq!(got["Body"]["sha256"], sha256_hex(&part).as_str());
+        let (code, _) = s3_err(
+            &endpoint,
+            &bob_key,
+            "head_object",
+            json!({"Bucket": "same", "Key": "k.bin"}),
+        )
+        .await;
+        assert_eq!(code, "404", "alice's object in bob's bucket");
+        gateway.stop().await;
+    })
+    .await;
+}
