@@ -952,6 +952,19 @@ async fn rclone_copies_a_tree_checks_it_and_syncs_it_back() {
             rest.bytes().await.unwrap()[..] == files["big/blob.bin"][..],
             "rclone's multipart upload through REST"
         );
+        // Copies inside the store (CopyObject), then a move.
+        rclone(&server, &key, dir, &["copy", "gw:rcl/tree", "gw:rcl/copy"]).await;
+        rclone(&server, &key, dir, &["check", up_arg, "gw:rcl/copy"]).await;
+        rclone(&server, &key, dir, &["move", "gw:rcl/copy", "gw:rcl/moved"]).await;
+        rclone(&server, &key, dir, &["check", up_arg, "gw:rcl/moved"]).await;
+        let left = rclone(
+            &server,
+            &key,
+            dir,
+            &["lsf", "-R", "--files-only", "gw:rcl/copy"],
+        )
+        .await;
+        assert_eq!(left.trim(), "", "files left after rclone move: {left}");
         rclone(&server, &key, dir, &["purge", "gw:rcl"]).await;
         let buckets = rclone(&server, &key, dir, &["lsd", "gw:"]).await;
         assert!(!buckets.contains(" rcl"), "{buckets}");
@@ -1009,6 +1022,27 @@ async fn s3cmd_put_get_ls_del() {
         s3cmd(c, &["get", "s3://s3cmd/dir/big.bin", dir.join("big.out").to_str().unwrap()]).await;
         assert_eq!(std::fs::read(dir.join("small.out")).unwrap(), small);
         assert!(std::fs::read(dir.join("big.out")).unwrap() == big, "s3cmd's multipart file came back different");
+        // A copy inside the store, then sync of a tree up and back.
+        s3cmd(c, &["cp", "s3://s3cmd/dir/big.bin", "s3://s3cmd/copy/big.bin"]).await;
+        s3cmd(c, &["get", "s3://s3cmd/copy/big.bin", dir.join("copy.out").to_str().unwrap()]).await;
+        assert!(std::fs::read(dir.join("copy.out")).unwrap() == big, "s3cmd's copy came back different");
+        s3cmd(c, &["del", "s3://s3cmd/copy/big.bin"]).await;
+        let up = dir.join("up");
+        let mut files = make_tree(&up);
+        let up_arg = format!("{}/", up.to_str().unwrap());
+        s3cmd(c, &["sync", &up_arg, "s3://s3cmd/tree/"]).await;
+        let down = dir.join("down");
+        std::fs::create_dir(&down).unwrap();
+        let down_arg = format!("{}/", down.to_str().unwrap());
+        s3cmd(c, &["sync", "s3://s3cmd/tree/", &down_arg]).await;
+        assert_same_tree(&read_tree(&down), &files, "s3cmd sync down");
+        std::fs::remove_file(up.join("top.txt")).unwrap();
+        files.remove("top.txt");
+        s3cmd(c, &["sync", "--delete-removed", &up_arg, "s3://s3cmd/tree/"]).await;
+        let listed = s3cmd(c, &["ls", "--recursive", "s3://s3cmd/tree/"]).await;
+        assert!(!listed.contains("top.txt"), "top.txt after sync --delete-removed: {listed}");
+        assert_eq!(listed.lines().count(), files.len(), "{listed}");
+        s3cmd(c, &["del", "--recursive", "--force", "s3://s3cmd/tree/"]).await;
         s3cmd(c, &["del", "s3://s3cmd/dir/small file.txt"]).await;
         s3cmd(c, &["del", "s3://s3cmd/dir/big.bin"]).await;
         let listed = s3cmd(c, &["ls", "--recursive", "s3://s3cmd/"]).await;

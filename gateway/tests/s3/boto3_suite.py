@@ -1975,6 +1975,42 @@ def read_while_overwritten(t):
 
 
 @case
+def unsupported_operations_say_so(t):
+    """Operations outside the spec (ACLs, tagging, versioning, policies,
+    lifecycle, CORS...): NotImplemented (501) or another 4xx, never a 5xx
+    that a client would retry, never a silent success that changes nothing."""
+    name = t.bucket("unsupported")
+    t.s3.put_object(Bucket=name, Key="k", Body=b"x")
+    calls = {
+        "GetBucketVersioning": lambda: t.s3.get_bucket_versioning(Bucket=name),
+        "PutBucketVersioning": lambda: t.s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"}),
+        "GetObjectTagging": lambda: t.s3.get_object_tagging(Bucket=name, Key="k"),
+        "PutObjectTagging": lambda: t.s3.put_object_tagging(Bucket=name, Key="k", Tagging={"TagSet": [{"Key": "a", "Value": "b"}]}),
+        "GetBucketPolicy": lambda: t.s3.get_bucket_policy(Bucket=name),
+        "PutBucketLifecycleConfiguration": lambda: t.s3.put_bucket_lifecycle_configuration(
+            Bucket=name, LifecycleConfiguration={"Rules": [{"ID": "r", "Status": "Enabled", "Filter": {"Prefix": ""}, "Expiration": {"Days": 1}}]}
+        ),
+        "GetBucketCors": lambda: t.s3.get_bucket_cors(Bucket=name),
+        "ListObjectVersions": lambda: t.s3.list_object_versions(Bucket=name),
+        "PutObjectAcl": lambda: t.s3.put_object_acl(Bucket=name, Key="k", ACL="public-read"),
+    }
+    outcomes = {}
+    for op, call in calls.items():
+        try:
+            result = call()
+            outcomes[op] = ("served", result["ResponseMetadata"]["HTTPStatusCode"])
+        except ClientError as exc:
+            code, status, _ = error_of(exc)
+            outcomes[op] = (code, status)
+    bad = {op: o for op, o in outcomes.items() if o[1] is None or o[1] >= 500 and o[1] != 501}
+    check(not bad, f"unsupported operations answered with a 5xx: {bad} (all: {outcomes})")
+    # A public-read ACL must not have made the object public.
+    status, _, _ = fetch("GET", t.url(name, "k"))
+    check(status == 403 or not ARGS.users, f"an unsigned GET after PutObjectAcl public-read: {status}")
+    print(f"  {outcomes}")
+
+
+@case
 def long_keys(t):
     name = t.bucket("long")
     key = "/".join(["segment%02d" % i for i in range(40)]) + "/" + "x" * 200
