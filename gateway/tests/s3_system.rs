@@ -2383,10 +2383,9 @@ async fn a_damaged_master_key_and_an_unknown_user_are_refused_cleanly() {
         let mut config = Config::for_data_dir(&data);
         config.instances = 1;
         config.s3_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
-        let error = gateway::start(&config)
-            .await
-            .err()
-            .expect("a gateway started on a damaged master key");
+        let Err(error) = gateway::start(&config).await else {
+            panic!("a gateway started on a damaged master key");
+        };
         let error = format!("{error:#}");
         assert!(error.contains("s3-master.key"), "{error}");
 
