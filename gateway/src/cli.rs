@@ -260,7 +260,7 @@ async fn key(config: &Config, accounts: &Accounts, action: KeyAction) -> anyhow:
             let (id, secret) =
                 crate::s3::keys::create_key(accounts, &master, owner, &label).await?;
             println!("{id} {secret}");
-            let whose = user.map_or_else(|| "the open tree".to_owned(), |name| name);
+            let whose = user.unwrap_or_else(|| "the open tree".to_owned());
             eprintln!("key {id} created for {whose}: the secret is shown only this once");
         }
         KeyAction::List { user } => {

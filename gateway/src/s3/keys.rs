@@ -177,6 +177,9 @@ struct Known {
     user: Option<User>,
 }
 
+/// Keys looked up, by id: what was found (`None`: no such key) and when.
+type KeyCache = HashMap<String, (Option<Known>, Instant)>;
+
 /// The keys, looked up by id (and remembered for [`KEY_CACHE_FOR`]), and
 /// the two checks `s3s` asks of every request.
 #[derive(Debug, Clone)]
@@ -185,7 +188,7 @@ pub(crate) struct KeyRing {
     /// The S3 listener is on loopback: only then may it serve openly.
     loopback: bool,
     master: MasterKey,
-    cache: Arc<Mutex<HashMap<String, (Option<Known>, Instant)>>>,
+    cache: Arc<Mutex<KeyCache>>,
 }
 
 impl KeyRing {
