@@ -330,6 +330,14 @@ def bucket_missing(t):
     expect_error("NoSuchBucket", t.s3.put_object, Bucket=missing, Key="k", Body=b"x", status=404)
     expect_error("NoSuchBucket", t.s3.delete_bucket, Bucket=missing, status=404)
     expect_error("NoSuchBucket", t.s3.create_multipart_upload, Bucket=missing, Key="k", status=404)
+    expect_error("NoSuchBucket", t.s3.get_bucket_location, Bucket=missing, status=404)
+    expect_error("NoSuchBucket", t.s3.list_multipart_uploads, Bucket=missing, status=404)
+    expect_error("404", t.s3.head_object, Bucket=missing, Key="k", status=404)
+    expect_error("NoSuchBucket", t.s3.delete_objects, Bucket=missing, Delete={"Objects": [{"Key": "k"}]}, status=404)
+    expect_error("NoSuchBucket", t.s3.delete_object, Bucket=missing, Key="k", status=404)
+    expect_error("NoSuchBucket", t.s3.copy_object, Bucket=missing, Key="k", CopySource={"Bucket": missing, "Key": "x"}, status=404)
+    names = [b["Name"] for b in t.s3.list_buckets()["Buckets"]]
+    check(missing not in names, f"a bucket appeared from requests to it: {names}")
 
 
 @case
