@@ -326,6 +326,7 @@ const SERVER_BUGS: &[&str] = &[
     "metadata_too_large",
     "multipart_part_order",
     "presign_longer_than_a_week",
+    "unusable_ranges_are_ignored",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

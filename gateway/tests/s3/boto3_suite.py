@@ -812,6 +812,21 @@ def ranges(t):
 
 
 @case
+def unusable_ranges_are_ignored(t):
+    """A Range the server cannot use (end before start, several ranges,
+    another unit) is ignored: 200 and the whole object (RFC 9110 14.2; AWS
+    and MinIO do so), not a 400."""
+    name, body, _ = conditional_bucket(t)
+    for r in ["bytes=5-2", "bytes=0-1,3-4", "items=0-1"]:
+        try:
+            got = t.s3.get_object(Bucket=name, Key="obj", Range=r)
+        except ClientError as exc:
+            code, status, message = error_of(exc)
+            fail(f"Range {r}: {code} ({status}) {message}")
+        eq((got["ResponseMetadata"]["HTTPStatusCode"], got["Body"].read()), (200, body), f"Range {r}")
+
+
+@case
 def head_with_range(t):
     """HeadObject with a Range answers as GetObject would, without the body (AWS: 206)."""
     name, body, etag = conditional_bucket(t)
