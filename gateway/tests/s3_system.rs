@@ -2335,7 +2335,6 @@ async fn an_upload_aborted_under_a_part() {
 // Error documents name their request, as the header does.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "server bug (reported): no error document has its <RequestId>"]
 async fn error_documents_carry_their_request_id() {
     within(Duration::from_secs(60), async {
         let dir = tempfile::tempdir().unwrap();

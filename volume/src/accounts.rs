@@ -270,6 +270,12 @@ impl Accounts {
                 "DELETE FROM shares WHERE owner = $1",
                 "DELETE FROM tokens WHERE user_id = $1",
                 "DELETE FROM s3_keys WHERE owner = $1",
+                // Their unfinished uploads (the parts' objects are
+                // collected as parts no upload names).
+                "DELETE FROM upload_parts WHERE upload_id IN (SELECT id FROM uploads WHERE owner = $1)",
+                "DELETE FROM multipart_parts WHERE upload_id IN \
+                 (SELECT id FROM uploads WHERE owner = $1)",
+                "DELETE FROM uploads WHERE owner = $1",
                 "DELETE FROM sessions WHERE user_id = $1",
                 "DELETE FROM users WHERE id = $1",
             ] {

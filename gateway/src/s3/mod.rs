@@ -174,11 +174,16 @@ async fn request_ids(
     }
     let status = response.status();
     let failed = status.is_client_error() || status.is_server_error();
-    let small = response
-        .headers()
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|length| length.to_str().ok()?.parse::<usize>().ok())
-        .is_some_and(|length| length <= MAX_ERROR_BODY);
+    // s3s writes an error document whole, with no Content-Length yet
+    // (hyper adds it): its body knows its exact size.
+    let small = {
+        use hyper::body::Body as _;
+        response
+            .body()
+            .size_hint()
+            .exact()
+            .is_some_and(|length| length <= MAX_ERROR_BODY as u64)
+    };
     let mut response = if failed && small {
         let (mut parts, body) = response.into_parts();
         let body = match axum::body::to_bytes(body, MAX_ERROR_BODY).await {
