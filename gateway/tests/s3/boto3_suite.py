@@ -1834,6 +1834,43 @@ def presign_longer_than_a_week(t):
 
 
 @case
+def cut_body_stores_nothing(t):
+    """A PUT whose connection ends before Content-Length bytes came (and one
+    cut inside an aws-chunked body): nothing stored, the old object kept."""
+    name = t.bucket("cut")
+    t.s3.put_object(Bucket=name, Key="kept", Body=b"before")
+    host, port = urllib.parse.urlsplit(t.endpoint).netloc.rsplit(":", 1)
+    for key, chunked in (("control", False), ("new", False), ("kept", False), ("chunked", True)):
+        path = urllib.parse.urlsplit(t.url(name, key)).path
+        request = AWSRequest(method="PUT", url=t.url(name, key), headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+        if chunked:
+            request.context["checksum"] = {"request_algorithm": {"in": "trailer"}}
+            request.headers["Content-Encoding"] = "aws-chunked"
+            request.headers["x-amz-decoded-content-length"] = "100000"
+            request.headers["x-amz-trailer"] = "x-amz-checksum-crc32"
+        auth = S3SigV4Auth(Credentials(t.access_key, t.secret), "s3", t.region)
+        auth._should_sha256_sign_payload = lambda request: False
+        auth.add_auth(request)
+        lines = [f"PUT {path} HTTP/1.1", f"Host: {host}:{port}"] + [f"{k}: {v}" for k, v in request.headers.items()]
+        # The control sends its whole body: the request is good but for its end.
+        body = (f"{100000:x}\r\n".encode() + b"c" * 50000) if chunked else b"c" * (100000 if key == "control" else 50000)
+        lines.append(f"Content-Length: {100000 + 200 if chunked else 100000}")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+            sock.shutdown(socket.SHUT_WR)
+            try:
+                while sock.recv(65536):
+                    pass
+            except OSError:
+                pass
+    time.sleep(0.5)
+    eq(t.s3.head_object(Bucket=name, Key="control")["ContentLength"], 100000, "the same request with its whole body")
+    expect_error("404", t.s3.head_object, Bucket=name, Key="new", status=404)
+    expect_error("404", t.s3.head_object, Bucket=name, Key="chunked", status=404)
+    eq(t.s3.get_object(Bucket=name, Key="kept")["Body"].read(), b"before", "an object after a cut overwrite")
+
+
+@case
 def anonymous_refused(t):
     """Checked only when the suite runs as a user (`--users`)."""
     if not ARGS.users:
