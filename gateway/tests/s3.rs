@@ -1337,6 +1337,15 @@ print(json.dumps(sorted(b["Name"] for b in s3.list_buckets()["Buckets"])))
         let who = r#"print(json.dumps(s3.get_object(Bucket="mine", Key="who")["Body"].read().decode()))"#;
         assert_eq!(boto3_ok(&server, Some(&alice), who).await, alice.0.as_str());
         assert_eq!(boto3_ok(&server, Some(&carol), who).await, carol.0.as_str());
+        // The CLI's refusals: no such user, no such key.
+        let mut nobody = gateway_cli(&server);
+        nobody.args(["key", "create", "nobody"]);
+        let output = run(nobody, Duration::from_secs(60)).await;
+        assert!(!output.status.success(), "a key for no such user was made");
+        assert!(output.stdout.is_empty(), "{}", String::from_utf8_lossy(&output.stdout));
+        let mut unknown = gateway_cli(&server);
+        unknown.args(["key", "revoke", "WSNOSUCHKEY000000000"]);
+        assert!(!run(unknown, Duration::from_secs(60)).await.status.success(), "revoking no such key succeeded");
         // Revoked: refused (within the second the gateway may remember a key).
         let mut revoke = gateway_cli(&server);
         revoke.args(["key", "revoke", &carol.0]);
