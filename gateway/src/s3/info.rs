@@ -99,10 +99,23 @@ impl ObjectInfo {
         expires: Option<&dto::Timestamp>,
     ) -> BTreeMap<String, String> {
         let mut headers = BTreeMap::new();
+        // `aws-chunked` names how the request was sent, not the object.
+        let content_encoding = content_encoding
+            .map(|encoding| {
+                encoding
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|coding| {
+                        !coding.eq_ignore_ascii_case("aws-chunked") && !coding.is_empty()
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .filter(|encoding| !encoding.is_empty());
         for (name, value) in [
             ("cache-control", cache_control),
             ("content-disposition", content_disposition),
-            ("content-encoding", content_encoding),
+            ("content-encoding", content_encoding.as_ref()),
             ("content-language", content_language),
         ] {
             if let Some(value) = value {
@@ -528,6 +541,18 @@ mod tests {
             Algorithm::Sha256.of(b"hello world"),
             "uU0nuZNNPgilLlLX2n2r+sSE7+N6U4DukIj3rOLvzek="
         );
+    }
+
+    #[test]
+    fn aws_chunked_is_how_a_body_came_not_what_it_is() {
+        let stored = |encoding: &str| {
+            ObjectInfo::stored_headers(None, None, Some(&encoding.to_owned()), None, None)
+                .get("content-encoding")
+                .cloned()
+        };
+        assert_eq!(stored("aws-chunked"), None);
+        assert_eq!(stored("aws-chunked, gzip").as_deref(), Some("gzip"));
+        assert_eq!(stored("gzip").as_deref(), Some("gzip"));
     }
 
     #[test]

@@ -248,7 +248,10 @@ fn object_path(bucket: &str, key: &str) -> S3Result<FilePath> {
         ));
     }
     FilePath::parse(&format!("{bucket}/{key}")).map_err(|error| match error {
-        PathError::TooLong(_) => s3_error!(KeyTooLongError),
+        PathError::TooLong(_) | PathError::NameTooLong(_) => S3Error::with_message(
+            S3ErrorCode::KeyTooLongError,
+            format!("Your key is too long for this store: {error}"),
+        ),
         error => S3Error::with_message(
             S3ErrorCode::InvalidArgument,
             format!("This store cannot keep the key {key:?}: {error}"),
