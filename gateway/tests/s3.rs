@@ -1594,3 +1594,86 @@ async fn virtual_hosted_style_under_the_s3_domain() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webdav_lock_holds_against_s3() {
+    within(Duration::from_secs(300), async {
+        let (server, key) = with_alice().await;
+        let rest = &server.server;
+        let auth = basic("alice");
+        let put = rest
+            .client
+            .put(rest.url("/files/locks/locked.txt"))
+            .header("authorization", &auth)
+            .body("locked by WebDAV")
+            .send()
+            .await
+            .unwrap();
+        assert!(put.status().is_success(), "PUT /files/locks/locked.txt: {}", put.status());
+        let lock = rest
+            .client
+            .request(reqwest::Method::from_bytes(b"LOCK").unwrap(), rest.url("/dav/locks/locked.txt"))
+            .header("authorization", &auth)
+            .header("timeout", "Second-300")
+            .header("content-type", "application/xml")
+            .body(
+                r#"<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>test</D:owner></D:lockinfo>"#,
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(lock.status(), StatusCode::OK, "LOCK");
+        let token = lock.headers()["lock-token"].to_str().unwrap().to_owned();
+        // Writes through S3 are refused while the lock holds; reads are not.
+        let code = r#"
+out = {}
+def attempt(name, call):
+    try:
+        call()
+        out[name] = "served"
+    except Exception as e:
+        out[name] = [e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"]]
+attempt("put", lambda: s3.put_object(Bucket="locks", Key="locked.txt", Body=b"overwritten by S3"))
+attempt("copy", lambda: s3.copy_object(Bucket="locks", Key="locked.txt", CopySource={"Bucket": "locks", "Key": "locked.txt"}, MetadataDirective="REPLACE"))
+attempt("delete", lambda: s3.delete_object(Bucket="locks", Key="locked.txt"))
+errors = s3.delete_objects(Bucket="locks", Delete={"Objects": [{"Key": "locked.txt"}]}).get("Errors", [])
+out["delete_objects"] = [e["Code"] for e in errors]
+out["body"] = s3.get_object(Bucket="locks", Key="locked.txt")["Body"].read().decode()
+print(json.dumps(out))
+"#;
+        let seen = boto3_ok(&server, Some(&key), code).await;
+        assert_eq!(
+            seen,
+            serde_json::json!({
+                "put": ["OperationAborted", 409],
+                "copy": ["OperationAborted", 409],
+                "delete": ["OperationAborted", 409],
+                "delete_objects": ["OperationAborted"],
+                "body": "locked by WebDAV",
+            }),
+            "S3 writes under a WebDAV lock"
+        );
+        // Unlocked: S3 writes again.
+        let unlock = rest
+            .client
+            .request(reqwest::Method::from_bytes(b"UNLOCK").unwrap(), rest.url("/dav/locks/locked.txt"))
+            .header("authorization", &auth)
+            .header("lock-token", &token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(unlock.status(), StatusCode::NO_CONTENT, "UNLOCK");
+        let seen = boto3_ok(
+            &server,
+            Some(&key),
+            r#"
+s3.put_object(Bucket="locks", Key="locked.txt", Body=b"written by S3")
+print(json.dumps(s3.get_object(Bucket="locks", Key="locked.txt")["Body"].read().decode()))
+"#,
+        )
+        .await;
+        assert_eq!(seen, "written by S3");
+        server.stop().await;
+    })
+    .await;
+}
