@@ -596,10 +596,20 @@ impl S3Api {
         )?;
         self.require_bucket(owner, &input.bucket).await?;
         let to = object_path(&input.bucket, &input.key)?;
-        let replace = input
+        let replace = match input
             .metadata_directive
             .as_ref()
-            .is_some_and(|directive| directive.as_str() == MetadataDirective::REPLACE);
+            .map(MetadataDirective::as_str)
+        {
+            None | Some(MetadataDirective::COPY) => false,
+            Some(MetadataDirective::REPLACE) => true,
+            Some(_) => {
+                return Err(s3_error!(
+                    InvalidArgument,
+                    "Unknown metadata directive: it is COPY or REPLACE."
+                ));
+            }
+        };
         if from == to && !replace {
             return Err(s3_error!(
                 InvalidRequest,
