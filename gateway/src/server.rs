@@ -123,17 +123,33 @@ pub async fn serve(
             let awaits_continue = request
                 .headers()
                 .get(axum::http::header::EXPECT)
-                .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+                .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"100-continue"))
+                && !request.body().is_end_stream();
             let request =
                 request.map(|body| Lingering::new(body, handoff.clone(), awaits_continue));
             let answer = app.clone().oneshot(request);
             let exchange = exchange.clone();
             async move {
-                let response = answer.await;
+                let mut response = answer.await;
                 // hyper writes the head as soon as this future is ready,
                 // before it polls the body again: a lingering read started
                 // from here never makes it send `100 Continue` first.
                 handoff.answered();
+                // Answered before the client was invited to send its body:
+                // it may send it yet, or (having read this) its next
+                // request; which one comes cannot be told, so the
+                // connection closes rather than take one for the other
+                // (RFC 9110 10.1.1). hyper would otherwise read on for
+                // the body and could eat the next request's first bytes.
+                if awaits_continue
+                    && !handoff.invited()
+                    && let Ok(response) = &mut response
+                {
+                    response.headers_mut().insert(
+                        header::CONNECTION,
+                        axum::http::HeaderValue::from_static("close"),
+                    );
+                }
                 response.map(|response| response.map(|body| Answer { body, exchange }))
             }
         });
@@ -209,7 +225,10 @@ impl Body for Lingering {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        self.read_from = true;
+        if !self.read_from {
+            self.read_from = true;
+            self.handoff.invited.store(true, Ordering::Release);
+        }
         let Some(body) = self.body.as_mut() else {
             return Poll::Ready(None);
         };
@@ -249,6 +268,8 @@ impl Drop for Lingering {
 /// Where a request's unfinished body waits for the request's answer.
 struct Handoff {
     state: Mutex<Parked>,
+    /// The body was read from (so hyper sent `100 Continue`, if asked).
+    invited: AtomicBool,
     lingering: mpsc::UnboundedSender<Incoming>,
     /// The connection's exchange when it closes after this request: a
     /// lingering read then ends our side once the answer is out.
@@ -267,9 +288,15 @@ impl Handoff {
                 answered: false,
                 body: None,
             }),
+            invited: AtomicBool::new(false),
             lingering,
             last,
         }
+    }
+
+    /// Whether the request's body was read from.
+    fn invited(&self) -> bool {
+        self.invited.load(Ordering::Acquire)
     }
 
     fn linger(&self, body: Incoming) {

@@ -211,6 +211,9 @@ impl KeyRing {
                 return Ok(known.clone());
             }
         }
+        // A lookup counts from when it began: one that answers late (a busy
+        // machine) must not make what it read seem fresh.
+        let began = Instant::now();
         let accounts = self.auth.accounts();
         let key = accounts
             .s3_key(access_key)
@@ -240,7 +243,10 @@ impl KeyRing {
                 cache.clear();
             }
         }
-        cache.insert(access_key.to_owned(), (known.clone(), Instant::now()));
+        let newer = cache.get(access_key).is_some_and(|(_, at)| *at > began);
+        if !newer {
+            cache.insert(access_key.to_owned(), (known.clone(), began));
+        }
         Ok(known)
     }
 }
