@@ -138,6 +138,28 @@ impl ObjectInfo {
     }
 }
 
+/// What S3 stores an object put without a `Content-Type` as.
+pub(super) const DEFAULT_CONTENT_TYPE: &str = "binary/octet-stream";
+
+/// Most bytes of user metadata (`x-amz-meta-*` names and values) an object
+/// may have, as S3 allows.
+const MAX_METADATA_BYTES: usize = 2 << 10;
+
+/// Refuse user metadata past S3's 2 KiB (`MetadataTooLarge`).
+pub(super) fn check_metadata_size(meta: &BTreeMap<String, String>) -> Result<(), S3Error> {
+    let bytes: usize = meta
+        .iter()
+        .map(|(name, value)| name.len() + value.len())
+        .sum();
+    if bytes > MAX_METADATA_BYTES {
+        return Err(s3_error!(
+            MetadataTooLarge,
+            "Your metadata headers exceed the maximum allowed metadata size."
+        ));
+    }
+    Ok(())
+}
+
 /// The ETag S3 gives `meta`: the MD5 S3 kept, else the SHA-256 (a file
 /// stored through another protocol).
 pub(super) fn etag_of(meta: &volume::FileMeta, info: Option<&ObjectInfo>) -> String {

@@ -31,6 +31,9 @@ use crate::auth::{Authenticator, Caller, Via, addressed_to_loopback};
 /// key stops working within this.
 const KEY_CACHE_FOR: Duration = Duration::from_secs(1);
 
+/// Longest a presigned URL may live (S3's week).
+const MAX_PRESIGNED_SECONDS: u64 = 7 * 24 * 3600;
+
 /// Most keys remembered at once (a flood of unknown keys must not grow it
 /// without bound).
 const KEY_CACHE_ENTRIES: usize = 4096;
@@ -285,6 +288,22 @@ impl S3Access for KeyRing {
     /// owner; an anonymous one is served only by an open gateway, as the
     /// open tree, like every other protocol.
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        // A presigned URL lives at most a week, as S3 allows.
+        let expires = cx
+            .uri()
+            .query()
+            .into_iter()
+            .flat_map(|query| query.split('&'))
+            .find_map(|pair| pair.strip_prefix("X-Amz-Expires="))
+            .map(|value| value.parse::<u64>().unwrap_or(u64::MAX));
+        if expires.is_some_and(|seconds| seconds > MAX_PRESIGNED_SECONDS) {
+            let mut error = s3s::S3Error::with_message(
+                s3s::S3ErrorCode::Custom("AuthorizationQueryParametersError".into()),
+                "X-Amz-Expires must be less than a week (in seconds) that is 604800",
+            );
+            error.set_status_code(axum::http::StatusCode::BAD_REQUEST);
+            return Err(error);
+        }
         let open = self.loopback
             && self
                 .auth

@@ -137,8 +137,10 @@ impl S3Api {
             None => matches!(checksum, Some(Algorithm::Crc64Nvme)),
             Some(_) => return Err(s3_error!(InvalidRequest, "Unknown checksum type.")),
         };
+        let meta = input.metadata.unwrap_or_default().into_iter().collect();
+        super::info::check_metadata_size(&meta)?;
         let pending = Pending {
-            meta: input.metadata.unwrap_or_default().into_iter().collect(),
+            meta,
             headers: ObjectInfo::stored_headers(
                 input.cache_control.as_ref(),
                 input.content_disposition.as_ref(),
@@ -154,9 +156,10 @@ impl S3Api {
             .begin_multipart(
                 &caller,
                 &path,
-                input
-                    .content_type
-                    .map(|content_type| content_type.to_string()),
+                Some(input.content_type.map_or_else(
+                    || super::info::DEFAULT_CONTENT_TYPE.to_owned(),
+                    |content_type| content_type.to_string(),
+                )),
                 serde_json::to_string(&pending).unwrap_or_default(),
             )
             .await
@@ -360,18 +363,19 @@ impl S3Api {
             .multipart_parts(&upload)
             .await
             .map_err(object_error)?;
+        // The order of the whole list first, as S3 checks it.
+        if asked
+            .windows(2)
+            .any(|pair| pair[0].part_number.unwrap_or(0) >= pair[1].part_number.unwrap_or(0))
+        {
+            return Err(s3_error!(
+                InvalidPartOrder,
+                "The list of parts was not in ascending order. The parts list must be specified in order by part number."
+            ));
+        }
         let mut chosen: Vec<MultipartPart> = Vec::with_capacity(asked.len());
         for (index, part) in asked.iter().enumerate() {
             let number = part.part_number.unwrap_or(0);
-            if chosen
-                .last()
-                .is_some_and(|last| i64::from(last.number) >= i64::from(number))
-            {
-                return Err(s3_error!(
-                    InvalidPartOrder,
-                    "The list of parts was not in ascending order. The parts list must be specified in order by part number."
-                ));
-            }
             let found = u32::try_from(number)
                 .ok()
                 .and_then(|number| {

@@ -229,13 +229,16 @@ impl S3Api {
             declared: input
                 .content_length
                 .and_then(|length| u64::try_from(length).ok()),
-            content_type: input
-                .content_type
-                .map(|content_type| content_type.to_string()),
+            // S3's default, not a sniffed type: what S3 clients expect back.
+            content_type: Some(input.content_type.map_or_else(
+                || super::info::DEFAULT_CONTENT_TYPE.to_owned(),
+                |content_type| content_type.to_string(),
+            )),
             create_only: matches!(input.if_none_match, Some(ETagCondition::Any)),
         };
         let meta: BTreeMap<String, String> =
             input.metadata.unwrap_or_default().into_iter().collect();
+        super::info::check_metadata_size(&meta)?;
         let headers = ObjectInfo::stored_headers(
             input.cache_control.as_ref(),
             input.content_disposition.as_ref(),
@@ -627,6 +630,7 @@ impl S3Api {
         });
         if replace {
             info.meta = input.metadata.unwrap_or_default().into_iter().collect();
+            super::info::check_metadata_size(&info.meta)?;
             info.headers = ObjectInfo::stored_headers(
                 input.cache_control.as_ref(),
                 input.content_disposition.as_ref(),
