@@ -290,6 +290,36 @@ impl ChecksumFields {
     }
 }
 
+/// The five `x-amz-checksum-*` values an operation's input (`PutObject`,
+/// `UploadPart`) carries, by algorithm, for [`declared_checksum`].
+macro_rules! sent_checksums {
+    ($input:expr) => {
+        [
+            (Algorithm::Crc32, $input.checksum_crc32.as_ref()),
+            (Algorithm::Crc32c, $input.checksum_crc32c.as_ref()),
+            (Algorithm::Crc64Nvme, $input.checksum_crc64nvme.as_ref()),
+            (Algorithm::Sha1, $input.checksum_sha1.as_ref()),
+            (Algorithm::Sha256, $input.checksum_sha256.as_ref()),
+        ]
+    };
+}
+pub(super) use sent_checksums;
+
+/// Set an answer's checksum fields, and its checksum type, from
+/// [`ChecksumFields`].
+macro_rules! answer_checksums {
+    ($output:expr, $fields:expr) => {{
+        let fields: ChecksumFields = $fields;
+        $output.checksum_crc32 = fields.crc32;
+        $output.checksum_crc32c = fields.crc32c;
+        $output.checksum_crc64nvme = fields.crc64nvme;
+        $output.checksum_sha1 = fields.sha1;
+        $output.checksum_sha256 = fields.sha256;
+        $output.checksum_type = fields.kind;
+    }};
+}
+pub(super) use answer_checksums;
+
 /// The checksum a request declares for its body: the algorithm, and the
 /// value if it came as a header (else it comes as a trailer, or not at
 /// all: then it is computed and kept).

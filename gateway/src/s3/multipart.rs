@@ -30,6 +30,7 @@ use crate::service::{MAX_PARTS, ReadBody, Want};
 use super::error::object_error;
 use super::info::{
     Algorithm, Checked, ChecksumFields, ObjectInfo, StoredChecksum, Verdict, declared_checksum,
+    sent_checksums,
 };
 use super::{S3Api, caller, object_path, timestamp};
 
@@ -187,13 +188,7 @@ impl S3Api {
     ) -> S3Result<S3Response<UploadPartOutput>> {
         let caller = caller(&req)?;
         let declared = declared_checksum(
-            [
-                (Algorithm::Crc32, req.input.checksum_crc32.as_ref()),
-                (Algorithm::Crc32c, req.input.checksum_crc32c.as_ref()),
-                (Algorithm::Crc64Nvme, req.input.checksum_crc64nvme.as_ref()),
-                (Algorithm::Sha1, req.input.checksum_sha1.as_ref()),
-                (Algorithm::Sha256, req.input.checksum_sha256.as_ref()),
-            ],
+            sent_checksums!(req.input),
             req.input.checksum_algorithm.as_ref(),
             &req.headers,
         )?;

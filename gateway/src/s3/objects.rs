@@ -20,7 +20,8 @@ use crate::service::{LockTokens, ReadBody, StoreOptions, Want};
 
 use super::error::object_error;
 use super::info::{
-    Algorithm, Checked, ChecksumFields, ObjectInfo, Verdict, declared_checksum, etag_of,
+    Algorithm, Checked, ChecksumFields, ObjectInfo, Verdict, answer_checksums, declared_checksum,
+    etag_of, sent_checksums,
 };
 use super::{S3Api, caller, object_path, timestamp};
 
@@ -167,13 +168,7 @@ impl S3Api {
         let caller = caller(&req)?;
         let owner = caller.owner();
         let declared = declared_checksum(
-            [
-                (Algorithm::Crc32, req.input.checksum_crc32.as_ref()),
-                (Algorithm::Crc32c, req.input.checksum_crc32c.as_ref()),
-                (Algorithm::Crc64Nvme, req.input.checksum_crc64nvme.as_ref()),
-                (Algorithm::Sha1, req.input.checksum_sha1.as_ref()),
-                (Algorithm::Sha256, req.input.checksum_sha256.as_ref()),
-            ],
+            sent_checksums!(req.input),
             req.input.checksum_algorithm.as_ref(),
             &req.headers,
         )?;
@@ -380,13 +375,10 @@ impl S3Api {
             .and_then(|text| http_date(text));
         output.parts_count = parts_count(info.as_ref(), input.part_number);
         if whole && checksum_wanted(input.checksum_mode.as_ref()) {
-            let fields = ChecksumFields::of(info.as_ref().and_then(|info| info.checksum.as_ref()));
-            output.checksum_crc32 = fields.crc32;
-            output.checksum_crc32c = fields.crc32c;
-            output.checksum_crc64nvme = fields.crc64nvme;
-            output.checksum_sha1 = fields.sha1;
-            output.checksum_sha256 = fields.sha256;
-            output.checksum_type = fields.kind;
+            answer_checksums!(
+                output,
+                ChecksumFields::of(info.as_ref().and_then(|info| info.checksum.as_ref()))
+            );
         }
         // The response-* overrides of a (presigned) GET.
         if let Some(value) = input.response_content_type {
@@ -486,14 +478,10 @@ impl S3Api {
             ..HeadObjectOutput::default()
         };
         if whole && checksum_wanted(input.checksum_mode.as_ref()) {
-            let fields =
-                ChecksumFields::of(found.info.as_ref().and_then(|info| info.checksum.as_ref()));
-            output.checksum_crc32 = fields.crc32;
-            output.checksum_crc32c = fields.crc32c;
-            output.checksum_crc64nvme = fields.crc64nvme;
-            output.checksum_sha1 = fields.sha1;
-            output.checksum_sha256 = fields.sha256;
-            output.checksum_type = fields.kind;
+            answer_checksums!(
+                output,
+                ChecksumFields::of(found.info.as_ref().and_then(|info| info.checksum.as_ref()))
+            );
         }
         Ok(S3Response::new(output))
     }
