@@ -23,13 +23,6 @@ enum Found {
     Missing,
 }
 
-/// An owner's canonical id in S3's answers.
-pub(super) fn owner_id(owner: Owner) -> String {
-    owner
-        .user_id()
-        .map_or_else(|| "open".to_owned(), |id| format!("user-{}", id.get()))
-}
-
 impl S3Api {
     /// What `bucket` is in `owner`'s tree.
     async fn find_bucket(&self, owner: Owner, bucket: &str) -> S3Result<Found> {
@@ -118,7 +111,7 @@ impl S3Api {
         }
         Ok(S3Response::new(ListBucketsOutput {
             buckets: Some(listed),
-            owner: Some(super::listing::owner_of(&caller)),
+            owner: Some(super::owner_of(&caller)),
             ..ListBucketsOutput::default()
         }))
     }

@@ -16,7 +16,7 @@ use volume::{FileMeta, Owner};
 
 use super::error::object_error;
 use super::info::{ObjectInfo, etag_of};
-use super::{S3Api, caller, timestamp};
+use super::{S3Api, caller, owner_of, timestamp};
 
 /// Most keys one page holds (S3's limit).
 const MAX_KEYS: usize = 1000;
@@ -290,18 +290,6 @@ fn max_keys(asked: Option<i32>) -> S3Result<usize> {
             "Argument maxKeys must be an integer between 0 and 2147483647"
         )),
         Some(asked) => Ok(usize::try_from(asked).unwrap_or(MAX_KEYS).min(MAX_KEYS)),
-    }
-}
-
-/// The owner S3 names in listings.
-pub(super) fn owner_of(caller: &crate::auth::Caller) -> s3s::dto::Owner {
-    s3s::dto::Owner {
-        display_name: Some(
-            caller
-                .user()
-                .map_or_else(|| "open".to_owned(), |user| user.name.clone()),
-        ),
-        id: Some(super::buckets::owner_id(caller.owner())),
     }
 }
 

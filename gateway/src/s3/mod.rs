@@ -259,6 +259,23 @@ fn object_path(bucket: &str, key: &str) -> S3Result<FilePath> {
     })
 }
 
+/// The owner S3 names in listings: the caller's tree.
+fn owner_of(caller: &Caller) -> s3s::dto::Owner {
+    let owner = caller.owner();
+    s3s::dto::Owner {
+        display_name: Some(
+            caller
+                .user()
+                .map_or_else(|| "open".to_owned(), |user| user.name.clone()),
+        ),
+        id: Some(
+            owner
+                .user_id()
+                .map_or_else(|| "open".to_owned(), |id| format!("user-{}", id.get())),
+        ),
+    }
+}
+
 /// Milliseconds since the epoch as S3's timestamp.
 fn timestamp(ms: i64) -> Timestamp {
     let at = std::time::UNIX_EPOCH
