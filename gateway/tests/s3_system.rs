@@ -298,6 +298,20 @@ async fn s3_ok(endpoint: &str, key: &Key, operation: &str, params: Value) -> Val
     answer["ok"].clone()
 }
 
+/// A call retried, as S3 clients do, while the gateway says SlowDown (a
+/// loaded machine's one instance may still be busy); its last answer.
+async fn s3_patient(endpoint: &str, key: &Key, operation: &str, params: Value) -> Value {
+    let mut answer = Value::Null;
+    for _ in 0..50 {
+        answer = s3(endpoint, key, operation, params.clone()).await;
+        if answer["error"] != "SlowDown" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    answer
+}
+
 /// The error (code, status) of a call that must fail.
 async fn s3_err(endpoint: &str, key: &Key, operation: &str, params: Value) -> (String, u64) {
     let answer = s3(endpoint, key, operation, params.clone()).await;
@@ -2199,27 +2213,33 @@ async fn a_busy_gateway_says_slow_down() {
                 .await
             }));
         }
+        // Every PUT answered first: the reads that check them must not race
+        // the PUTs still queued for the one instance.
+        let mut answers = Vec::new();
+        for call in calls {
+            answers.push(call.await.unwrap());
+        }
         let mut slowed = 0;
-        for (index, call) in calls.into_iter().enumerate() {
-            let answer = call.await.unwrap();
+        for (index, answer) in answers.into_iter().enumerate() {
             eprintln!(
                 "o{index}: {}",
                 answer.to_string().chars().take(300).collect::<String>()
             );
             if answer.get("ok").is_some() {
-                let got = s3_ok(
+                let got = s3_patient(
                     &endpoint,
                     &key,
                     "get_object",
                     json!({"Bucket": "busy", "Key": format!("o{index}")}),
                 )
                 .await;
+                let got = &got["ok"];
                 assert_eq!(got["Body"]["sha256"], sha256_hex(&bodies[index]).as_str());
             } else {
                 assert_eq!(answer["error"], "SlowDown", "o{index}: {answer}");
                 assert_eq!(answer["status"], 503, "o{index}: {answer}");
                 assert_eq!(answer["retry_after"], "1", "o{index}: {answer}");
-                let head = s3(
+                let head = s3_patient(
                     &endpoint,
                     &key,
                     "head_object",
