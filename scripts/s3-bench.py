@@ -360,7 +360,8 @@ def start_seaweed(weed, work):
                                stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
     endpoint = f"http://127.0.0.1:{ports['s3']}"
     return {"process": process, "log": log, "endpoint": endpoint, "access": SEAWEED_ACCESS,
-            "secret": SEAWEED_SECRET, "grpc_ports": {n: p + GRPC_OFFSET for n, p in ports.items()}}
+            "secret": SEAWEED_SECRET, "grpc_ports": {n: p + GRPC_OFFSET for n, p in ports.items()},
+            "filer": f"http://127.0.0.1:{ports['filer']}"}  # for scripts/peer-bench.py
 
 
 def start_gateway(binary, work):
