@@ -857,3 +857,72 @@ async fn user_and_token_commands_manage_the_database_a_gateway_serves() {
         .unwrap();
     assert!(removed.status.success());
 }
+
+/// The open gateway remembers "no user" between requests (SQLite's
+/// `data_version` says when to ask again), so a user added by another
+/// process must close it for the very next request: no cache to outwait.
+#[tokio::test]
+async fn an_open_gateway_closes_the_moment_a_user_is_added() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start_in(dir.path(), |_| {}).await;
+    for round in 0..3 {
+        let body = format!("open {round}").into_bytes();
+        let stored = send(
+            &server,
+            reqwest::Method::PUT,
+            "/files/open.txt",
+            None,
+            Some(body.clone()),
+        )
+        .await;
+        assert!(stored.status().is_success(), "{}", stored.status());
+        let read = send(&server, reqwest::Method::GET, "/files/open.txt", None, None).await;
+        assert_eq!(read.status(), StatusCode::OK);
+        assert_eq!(read.bytes().await.unwrap().as_ref(), body.as_slice());
+    }
+
+    let mut add = gateway_command(dir.path())
+        .args(["user", "add", "dave", "--admin"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    add.stdin
+        .take()
+        .unwrap()
+        .write_all(b"dave's long password\n")
+        .unwrap();
+    assert!(add.wait().unwrap().success());
+
+    // No pause: the first request after the command returns is refused.
+    for method in [reqwest::Method::GET, reqwest::Method::HEAD] {
+        let response = send(&server, method, "/files/open.txt", None, None).await;
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    }
+    let response = send(
+        &server,
+        reqwest::Method::PUT,
+        "/files/open.txt",
+        None,
+        Some(b"after".to_vec()),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    let dave = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode("dave:dave's long password")
+    );
+    let read = send(
+        &server,
+        reqwest::Method::GET,
+        "/files/open.txt",
+        Some(&dave),
+        None,
+    )
+    .await;
+    assert_eq!(
+        read.status(),
+        StatusCode::NOT_FOUND,
+        "dave's own tree is empty"
+    );
+    server.stop().await;
+}

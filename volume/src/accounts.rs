@@ -183,7 +183,22 @@ impl Accounts {
         self.db.close().await;
     }
 
-    /// How many users exist (0: the gateway may serve the open tree).
+    /// Whether any user exists (if none, the gateway may serve the open tree). On SQLite it is answered on the caller's
+    /// thread and the database is asked only when something committed to
+    /// it since (SQLite's `data_version`, which sees other processes'
+    /// commits too: a `gateway user add` beside a running gateway), so the
+    /// check every request of an open gateway makes costs a `PRAGMA`.
+    pub async fn users_exist(&self) -> Result<bool, VolumeError> {
+        if let Some(reader) = self.db.sync_reader() {
+            return reader.users_exist();
+        }
+        let (exist,): (bool,) = sql::query_as("SELECT EXISTS (SELECT 1 FROM users)")
+            .fetch_one(self.db.pool())
+            .await?;
+        Ok(exist)
+    }
+
+    /// How many users exist.
     pub async fn user_count(&self) -> Result<u64, VolumeError> {
         let (count,): (i64,) = sql::query_as("SELECT COUNT(*) FROM users")
             .fetch_one(self.db.pool())

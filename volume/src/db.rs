@@ -17,8 +17,11 @@ use crate::error::VolumeError;
 use crate::path::Prefix;
 use crate::types::Owner;
 
+mod reader;
 pub(crate) mod sql;
 mod write_tx;
+
+pub(crate) use reader::SyncReader;
 
 pub(crate) use write_tx::WriteTx;
 use write_tx::Writers;
@@ -103,6 +106,9 @@ pub(crate) struct Database {
     /// writers overtake early ones (seconds of tail latency at 8 writers);
     /// and writers that come back to back share one commit.
     writers: Arc<Writers>,
+    /// SQLite: the reads every request makes, on the request's own thread
+    /// (see [`reader`]).
+    reader: Option<Arc<SyncReader>>,
 }
 
 /// Characters a file path must not carry raw inside a `sqlite://` URL.
@@ -112,17 +118,18 @@ impl Database {
     /// Connect and run the engine's migrations.
     pub(crate) async fn open(url: &DatabaseUrl) -> Result<Self, VolumeError> {
         sqlx::any::install_default_drivers();
-        let (engine, connect_url) = match url {
+        let (engine, connect_url, sqlite_file) = match url {
             DatabaseUrl::Sqlite(path) => {
                 if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                     std::fs::create_dir_all(parent)
                         .map_err(|e| VolumeError::io("creating the database's directory", e))?;
                 }
-                let path = path.to_string_lossy();
-                let encoded = utf8_percent_encode(&path, URL_UNSAFE);
-                (Engine::Sqlite, format!("sqlite://{encoded}?mode=rwc"))
+                let text = path.to_string_lossy();
+                let encoded = utf8_percent_encode(&text, URL_UNSAFE);
+                let url = format!("sqlite://{encoded}?mode=rwc");
+                (Engine::Sqlite, url, Some(path))
             }
-            DatabaseUrl::Postgres(url) => (Engine::Postgres, url.clone()),
+            DatabaseUrl::Postgres(url) => (Engine::Postgres, url.clone(), None),
         };
         let options = AnyConnectOptions::from_str(&connect_url)?;
         let pool = AnyPoolOptions::new()
@@ -162,15 +169,24 @@ impl Database {
             Engine::Sqlite => sqlx::migrate!("./migrations/sqlite").run(&pool).await?,
             Engine::Postgres => sqlx::migrate!("./migrations/postgres").run(&pool).await?,
         }
+        let reader = sqlite_file
+            .map(|path| SyncReader::open(path).map(Arc::new))
+            .transpose()?;
         Ok(Self {
             pool,
             engine,
             writers: Arc::default(),
+            reader,
         })
     }
 
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// Reads on the caller's thread, where the engine allows them (SQLite).
+    pub(crate) fn sync_reader(&self) -> Option<&SyncReader> {
+        self.reader.as_deref()
     }
 
     /// A transaction that will write. SQLite takes its one write lock at the

@@ -39,6 +39,9 @@ pub enum VolumeError {
     Busy(String),
     #[error("metadata index: {0}")]
     Database(sqlx::Error),
+    /// A read on the request's own thread failed (SQLite, `db::reader`).
+    #[error("metadata index (read): {0}")]
+    Read(String),
     #[error("blob store: {0}")]
     ObjectStore(#[from] object_store::Error),
     #[error("metadata index migrations: {0}")]

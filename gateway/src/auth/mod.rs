@@ -261,10 +261,9 @@ impl Authenticator {
         }
         let exist = self
             .accounts
-            .user_count()
+            .users_exist()
             .await
-            .map_err(|error| AppError::Internal(error.to_string()))?
-            > 0;
+            .map_err(|error| AppError::Internal(error.to_string()))?;
         if exist {
             *self
                 .users_exist

@@ -9,7 +9,9 @@ mod listing;
 pub(crate) mod transfer;
 
 use std::collections::HashSet;
+use std::sync::LazyLock;
 
+use rusqlite::OptionalExtension as _;
 use sqlx::AnyConnection;
 
 use crate::db::{Database, KEYS_PER_QUERY, WriteTx, placeholders, sql};
@@ -81,11 +83,35 @@ impl Tree {
         &self.db
     }
 
+    /// The row of `path`: on SQLite read on the caller's thread (the
+    /// lookup of every GET; see `db::reader`).
     pub(crate) async fn get(
         &self,
         owner: Owner,
         path: &FilePath,
     ) -> Result<Option<FileMeta>, VolumeError> {
+        if let Some(reader) = self.db.sync_reader() {
+            return reader.read(|connection| {
+                static GET: LazyLock<String> = LazyLock::new(|| {
+                    format!("SELECT {COLUMNS} FROM files WHERE owner = ?1 AND path = ?2")
+                });
+                connection
+                    .prepare_cached(&GET)?
+                    .query_row((owner.id(), path.as_str()), |row| {
+                        Ok(FileMeta::from(Row {
+                            path: row.get(0)?,
+                            size: row.get(1)?,
+                            sha256: row.get(2)?,
+                            blake3: row.get(3)?,
+                            content_type: row.get(4)?,
+                            created_ms: row.get(5)?,
+                            modified_ms: row.get(6)?,
+                            s3_info: row.get(7)?,
+                        }))
+                    })
+                    .optional()
+            });
+        }
         let row: Option<Row> = sql::query_as(&format!(
             "SELECT {COLUMNS} FROM files WHERE owner = $1 AND path = $2"
         ))

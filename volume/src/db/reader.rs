@@ -1,0 +1,133 @@
+//! Reads on the caller's own thread (SQLite only): the point lookups every
+//! request makes (a file's row, whether any user exists) run on a
+//! `rusqlite` connection of this process, synchronously, where sqlx would
+//! send each to its connection's worker thread and wait for the answer: two
+//! thread switches per query, most of a small GET's CPU (issue 24's
+//! profile). A lookup by primary key in a WAL database is a few
+//! microseconds of work on pages in memory; readers never wait for the
+//! writer (WAL), so a request's worker thread is held for about as long as
+//! it would take a mutex. Writes and every other read stay on sqlx.
+//!
+//! Both libraries link the same SQLite (`libsqlite3-sys`, one copy in the
+//! build), and a commit through sqlx is visible here to the next statement:
+//! an acknowledged write is read back by the next request.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::error::VolumeError;
+
+/// Connections kept for reuse; more are opened when more threads read at
+/// once, and closed when they come back to a full shelf.
+const KEPT: usize = 8;
+
+/// A reader that found the database busy (a WAL index being rebuilt after
+/// a crash) waits at most this long.
+const BUSY_WAIT: Duration = Duration::from_secs(2);
+
+/// Read-only connections to one SQLite file.
+pub(crate) struct SyncReader {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+    /// Whether any user existed at `data_version` (see [`SyncReader::users_exist`]).
+    users: Mutex<UsersSeen>,
+}
+
+struct UsersSeen {
+    /// A connection kept for the change signal: `PRAGMA data_version`
+    /// changes on a connection whenever another connection (of any process)
+    /// commits to the file.
+    connection: Connection,
+    data_version: i64,
+    exist: bool,
+}
+
+impl std::fmt::Debug for SyncReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyncReader")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SyncReader {
+    /// Readers of the SQLite file at `path` (which sqlx has opened and
+    /// migrated already). One connection is opened now, so a file that
+    /// cannot be read fails at start rather than at the first request.
+    pub(crate) fn open(path: &Path) -> Result<Self, VolumeError> {
+        Ok(Self {
+            path: path.to_owned(),
+            idle: Mutex::new(vec![connect(path)?]),
+            users: Mutex::new(UsersSeen {
+                connection: connect(path)?,
+                data_version: i64::MIN,
+                exist: false,
+            }),
+        })
+    }
+
+    /// Run `read` on a connection of this thread's choosing.
+    pub(crate) fn read<T>(
+        &self,
+        read: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, VolumeError> {
+        let connection = match lock(&self.idle).pop() {
+            Some(connection) => connection,
+            None => connect(&self.path)?,
+        };
+        let result = read(&connection);
+        let mut idle = lock(&self.idle);
+        if idle.len() < KEPT {
+            idle.push(connection);
+        }
+        result.map_err(from_sqlite)
+    }
+
+    /// Whether any user exists: asked of the database only when something
+    /// committed to it since the last answer (any table, any process: a
+    /// `gateway user add` run beside the gateway included), so the answer is
+    /// never stale and most requests pay one `PRAGMA` for it.
+    pub(crate) fn users_exist(&self) -> Result<bool, VolumeError> {
+        let mut seen = lock(&self.users);
+        let UsersSeen {
+            connection,
+            data_version,
+            exist,
+        } = &mut *seen;
+        let version: i64 = connection
+            .query_row("PRAGMA data_version", [], |row| row.get(0))
+            .map_err(from_sqlite)?;
+        if version != *data_version {
+            *exist = connection
+                .query_row("SELECT EXISTS (SELECT 1 FROM users)", [], |row| row.get(0))
+                .map_err(from_sqlite)?;
+            *data_version = version;
+        }
+        Ok(*exist)
+    }
+}
+
+/// A connection that can only read: a bug here cannot write.
+fn connect(path: &Path) -> Result<Connection, VolumeError> {
+    let connection = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(from_sqlite)?;
+    connection.busy_timeout(BUSY_WAIT).map_err(from_sqlite)?;
+    connection
+        .pragma_update(None, "query_only", true)
+        .map_err(from_sqlite)?;
+    Ok(connection)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn from_sqlite(error: rusqlite::Error) -> VolumeError {
+    VolumeError::Read(error.to_string())
+}
