@@ -82,19 +82,21 @@ NGINX_CONF = ROOT / "deploy" / "nginx-webdav.conf"
 S3_BENCH = ROOT / "scripts" / "s3-bench.py"
 SIZES = {"1 MiB": 1 << 20, "4 KiB": 4 << 10}
 # Every server a run may start, in the order each row runs on them; `servers(args)` picks this run's.
-ALL_SERVERS = ("gateway", "native", "nginx", "seaweed")
-LABELS = {"gateway": "gateway", "native": "native", "nginx": "nginx", "seaweed": "SeaweedFS filer"}
+ALL_SERVERS = ("gateway", "baseline", "native", "nginx", "seaweed")
+LABELS = {"gateway": "gateway", "native": "native", "baseline": "baseline gateway",
+          "nginx": "nginx", "seaweed": "SeaweedFS filer"}
 START_TIMEOUT = 60
 # The row whose CPU and context switches --perf counts.
 PERF_ROW = ("GET", "4 KiB")
 
 
 def servers(args):
-    return tuple(s for s in ALL_SERVERS if s != "native" or args.native)
+    wanted = {"native": args.native, "baseline": bool(args.baseline)}
+    return tuple(s for s in ALL_SERVERS if wanted.get(s, True))
 
 
 def is_gateway(server):
-    return server in ("gateway", "native")
+    return server in ("gateway", "native", "baseline")
 
 
 def load_s3_bench():
@@ -271,6 +273,8 @@ def summarise(runs, rows, names):
         cell["seaweed_ratio"] = ratio(gateway, cell["seaweed_requests_per_second"])
         if "native" in names:
             cell["wasm_native_ratio"] = ratio(gateway, cell["native_requests_per_second"])
+        if "baseline" in names:
+            cell["baseline_ratio"] = ratio(gateway, cell["baseline_requests_per_second"])
         table.append(cell)
     return table
 
@@ -283,6 +287,7 @@ def print_table(table, args, names):
           f"and verifies each download, nginx and SeaweedFS's filer (as it comes) do not fsync. "
           f"–: under 100 answers, hey gives no p99.\n")
     native = "native" in names
+    baseline = "baseline" in names
     head = ("| request | c | gateway req/s | nginx req/s | SeaweedFS filer req/s | gateway / nginx "
             "| gateway / SeaweedFS |" + (" native req/s | wasm / native |" if native else ""))
     head += "".join(f" {LABELS[server]} p50 / p99 ms |" for server in names)
@@ -295,6 +300,8 @@ def print_table(table, args, names):
                 f"| {fmt(cell['nginx_ratio'], 2)}x | {fmt(cell['seaweed_ratio'], 2)}x |")
         if native:
             line += f" {fmt(cell['native_requests_per_second'])} | {fmt(cell['wasm_native_ratio'], 2)}x |"
+        if baseline:
+            line += f" {fmt(cell['baseline_requests_per_second'])} | {fmt(cell['baseline_ratio'], 2)}x |"
         line += "".join(f" {fmt(cell[f'{server}_p50_ms'])} / {fmt(cell[f'{server}_p99_ms'])} |"
                         for server in names)
         line += f" {' / '.join(str(cell[f'{server}_errors']) for server in names)} |"
@@ -357,8 +364,9 @@ def run(args):
             [tools["nginx"], "-p", str(nginx_dir), "-c", str(conf), "-e", str(logs["nginx"])],
             stdout=subprocess.DEVNULL, stderr=open(logs["nginx"], "a"), start_new_session=True)
         for server in filter(is_gateway, names):
+            binary = args.baseline if server == "baseline" else args.gateway
             processes[server] = subprocess.Popen(
-                [args.gateway, "--listen", f"127.0.0.1:{ports[server]}", "--data-dir", str(work / server),
+                [binary, "--listen", f"127.0.0.1:{ports[server]}", "--data-dir", str(work / server),
                  "--handler", "native" if server == "native" else "wasm"],
                 stdout=subprocess.DEVNULL, stderr=open(logs[server], "w"),
                 env={**os.environ, "RUST_LOG": "warn"}, start_new_session=True)
@@ -436,6 +444,9 @@ def main():
     parser.add_argument("--weed", default=shutil.which("weed") or str(ROOT / ".tools" / "venv" / "bin" / "weed"))
     parser.add_argument("--native", action="store_true",
                         help="also run a gateway with --handler native: the wasm/native ratio")
+    parser.add_argument("--baseline", metavar="GATEWAY",
+                        help="another gateway binary (e.g. built from the commit before a change) in "
+                             "every row: before/after pairs from one run")
     parser.add_argument("--perf", action="store_true",
                         help="perf stat over the GET 4 KiB row: CPU us and context switches per request")
     parser.add_argument("--s3", action="store_true",

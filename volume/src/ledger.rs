@@ -7,6 +7,8 @@
 //! removal of the last reference on another serialise on one row, in
 //! PostgreSQL as in SQLite.
 
+use rusqlite::OptionalExtension as _;
+
 use crate::db::{Database, WriteTx, sql};
 use crate::error::VolumeError;
 use crate::types::Digest;
@@ -42,6 +44,18 @@ impl BlobState {
 
 /// `digest`'s state without a lock (a hint: decide under [`lock`]).
 pub(crate) async fn peek(db: &Database, digest: &Digest) -> Result<Option<BlobState>, VolumeError> {
+    if let Some(reader) = db.sync_reader() {
+        // Every upload asks this first: on the caller's thread (`db::reader`).
+        let row = reader.read(|connection| {
+            connection
+                .prepare_cached("SELECT state, changed_ms FROM blobs WHERE sha256 = ?1")?
+                .query_row([digest.as_str()], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+                })
+                .optional()
+        })?;
+        return Ok(row.map(|(state, changed)| BlobState::from_row(&state, changed)));
+    }
     let row: Option<(String, i64)> =
         sql::query_as("SELECT state, changed_ms FROM blobs WHERE sha256 = $1")
             .bind(digest.as_str())

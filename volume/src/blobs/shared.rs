@@ -8,11 +8,11 @@ use std::time::SystemTime;
 use crate::error::VolumeError;
 use crate::types::Digest;
 
-/// A blob this small is handled whole, in one trip to the blocking pool:
-/// an upload is staged in memory (written to the store in one trip, or
-/// none when its content is already stored), a local blob is opened and
-/// read at once. At most one 64 KiB group of the handler's BLAKE3 tree, so
-/// a blob read whole this way never has an outboard to read.
+/// A blob this small is handled whole: an upload is staged in memory
+/// (written to the store in one trip to the blocking pool, or none when its
+/// content is already stored), a local blob is opened and read at once, on
+/// the caller's thread. At most one 64 KiB group of the handler's BLAKE3
+/// tree, so a blob read whole this way never has an outboard to read.
 pub(crate) const SMALL_BLOB: u64 = 64 << 10;
 
 /// A blob as a listing of the store sees it.
