@@ -55,7 +55,7 @@ impl std::fmt::Debug for SyncReader {
 
 impl SyncReader {
     /// Readers of the SQLite file at `path` (which sqlx has opened and
-    /// migrated already). One connection is opened now, so a file that
+    /// migrated already). Connections are opened now, so a file that
     /// cannot be read fails at start rather than at the first request.
     pub(crate) fn open(path: &Path) -> Result<Self, VolumeError> {
         Ok(Self {
@@ -98,11 +98,13 @@ impl SyncReader {
             exist,
         } = &mut *seen;
         let version: i64 = connection
-            .query_row("PRAGMA data_version", [], |row| row.get(0))
+            .prepare_cached("PRAGMA data_version")
+            .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
             .map_err(from_sqlite)?;
         if version != *data_version {
             *exist = connection
-                .query_row("SELECT EXISTS (SELECT 1 FROM users)", [], |row| row.get(0))
+                .prepare_cached("SELECT EXISTS (SELECT 1 FROM users)")
+                .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
                 .map_err(from_sqlite)?;
             *data_version = version;
         }
