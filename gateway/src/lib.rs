@@ -186,6 +186,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
             retention: config.sample_retention,
         },
     )
+    .await
     .map_err(anyhow::Error::from)?;
     let s3_master = match config.s3_listen {
         Some(address) => {
