@@ -184,6 +184,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
             },
             sample_interval: config.sample_interval,
             retention: config.sample_retention,
+            share_footprints: config.share_footprints,
         },
     )
     .await

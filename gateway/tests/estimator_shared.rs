@@ -1,5 +1,6 @@
 //! Request footprints kept in the metadata database: a gateway restarted
-//! on the same data has a threshold in force at its first request; two
+//! on the same data has a threshold in force at its first request (unless
+//! told not to share them); two
 //! gateways on one PostgreSQL learn from each other's traffic (traffic only
 //! through A: B shows A's threshold within about a recompute interval, and
 //! a gateway started later has it at once); the table stays bounded.
@@ -98,6 +99,26 @@ async fn a_gateway_restarted_on_the_same_data_has_a_threshold_at_its_first_reque
     assert_eq!(pool["replacements"]["threshold"], 1, "{pool}");
     assert_eq!(second.json("/admin/estimator").await["requests"], 1);
     second.stop().await;
+
+    // Not shared: learns from its own requests alone, and stores none.
+    let third = TestServer::start_in(dir.path(), |config| {
+        configure(config);
+        config.share_footprints = false;
+    })
+    .await;
+    let before = third.state.volume.footprints().count().await.unwrap();
+    let report = third.json("/admin/estimator").await;
+    assert_eq!(threshold(&report), None, "{report}");
+    assert_eq!(report["footprints_from_others"], 0, "{report}");
+    round_trip(&third, "small/again", &mut rng, 100 * KIB).await;
+    let recycler = third.state.recycler.clone();
+    recycler.round().await.unwrap();
+    assert_eq!(
+        third.state.volume.footprints().count().await.unwrap(),
+        before
+    );
+    assert_eq!(third.json("/admin/estimator").await["requests"], 2);
+    third.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -57,6 +57,9 @@ pub struct EstimatorConfig {
     pub sample_interval: Duration,
     /// How long samples and footprints are kept in the database.
     pub retention: Duration,
+    /// Store footprints in the database and learn from every gateway's
+    /// there; `false`: from this process's alone, storing none.
+    pub share_footprints: bool,
 }
 
 /// Footprints kept in the database in all, in footprint windows: room for
@@ -202,7 +205,9 @@ impl Recycler {
                 _ = stopped.wait_for(|stop| *stop) => None,
             };
             let Some(sample) = sample else {
-                if let Err(error) = self.store_footprints(volume::now_ms()).await {
+                if self.config.share_footprints
+                    && let Err(error) = self.store_footprints(volume::now_ms()).await
+                {
                     tracing::error!(%error, "storing the last footprints failed");
                 }
                 return;
@@ -258,6 +263,9 @@ impl Recycler {
     /// transaction, pruning to the retention), then read the most recent
     /// window of every gateway's.
     async fn share_footprints(&self, now: i64) -> Result<(), VolumeError> {
+        if !self.config.share_footprints {
+            return Ok(());
+        }
         let stored = self.store_footprints(now).await;
         let read = self.read_footprints(now).await;
         stored.and(read)
