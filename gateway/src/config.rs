@@ -263,6 +263,19 @@ pub struct Config {
     #[arg(long, env = "WASM_STORAGE_FOOTPRINT_WINDOW", default_value_t = 1000)]
     pub footprint_window: u64,
 
+    /// restart-budget: keep request footprints in the metadata database and
+    /// learn from every gateway's there, and from earlier runs on the same
+    /// data (a restarted gateway starts from what it knew); `false`: from
+    /// this process's requests alone, storing none (benchmarks that start
+    /// each arm afresh on the same data).
+    #[arg(
+        long,
+        env = "WASM_STORAGE_SHARE_FOOTPRINTS",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub share_footprints: bool,
+
     /// The threshold for `fixed` mode (bytes; suffixes accepted).
     #[arg(long, env = "WASM_STORAGE_THRESHOLD")]
     pub threshold: Option<ByteSize>,
@@ -322,7 +335,7 @@ pub struct Config {
     )]
     pub min_requests_before_recycle: u64,
 
-    /// How long samples are kept in the metadata database.
+    /// How long samples and footprints are kept in the metadata database.
     #[arg(long, env = "WASM_STORAGE_SAMPLE_RETENTION", default_value = "6h", value_parser = humantime::parse_duration)]
     pub sample_retention: Duration,
 }
@@ -472,6 +485,9 @@ mod tests {
         assert_eq!(config.body_window, ByteSize(32 << 20));
         assert_eq!(config.instance_memory_cap(), (2 << 30) + (64 << 20));
         assert!(config.memory_budget() > 0);
+        assert!(config.share_footprints);
+        let alone = Config::parse_from(["gateway", "--share-footprints", "false"]);
+        assert!(!alone.share_footprints);
         let mut large = config.clone();
         large.body_window = ByteSize(3 << 30);
         assert_eq!(large.instance_memory_cap(), 4 << 30);

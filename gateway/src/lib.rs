@@ -184,8 +184,10 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
             },
             sample_interval: config.sample_interval,
             retention: config.sample_retention,
+            share_footprints: config.share_footprints,
         },
     )
+    .await
     .map_err(anyhow::Error::from)?;
     let s3_master = match config.s3_listen {
         Some(address) => {

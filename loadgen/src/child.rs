@@ -53,6 +53,11 @@ impl Gateway {
             .arg(data_dir)
             .args(flags)
             .env("RUST_LOG", "warn")
+            // Every arm of an experiment runs on the same data dir, one
+            // after another: each must learn from its own traffic, as one
+            // gateway started fresh does, not from the footprints the
+            // arms before it left in the database.
+            .env("WASM_STORAGE_SHARE_FOOTPRINTS", "false")
             .stdout(Stdio::null())
             .spawn()
             .with_context(|| format!("starting {} serve", exe.display()))?;

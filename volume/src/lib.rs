@@ -17,9 +17,10 @@
 //!   `locks`: `dav_locks`. `ledger`: `blobs`, which blobs are stored and
 //!   which are being removed: the lock that keeps reference counting safe
 //!   across gateways. [`samples`]: the estimator's memory samples
-//!   ([`SampleStore`]). [`accounts`]: users, tokens, sessions, share links
-//!   and server secrets ([`Accounts`]); every file lives in its
-//!   [`Owner`]'s tree.
+//!   ([`SampleStore`]); `footprints`: the requests' memory footprints,
+//!   shared by the gateways on one database ([`FootprintStore`]).
+//!   [`accounts`]: users, tokens, sessions, share links and server
+//!   secrets ([`Accounts`]); every file lives in its [`Owner`]'s tree.
 //! - `quota`: what an owner uses (files and properties) against their
 //!   quota.
 //! - This file, `gc` and `transfer`: [`Volume`], whose operations order
@@ -44,6 +45,7 @@ mod blobs;
 mod config;
 mod db;
 mod error;
+mod footprints;
 mod gc;
 mod ledger;
 mod locks;
@@ -64,6 +66,7 @@ pub use crate::config::{DEFAULT_ORPHAN_GRACE, DEFAULT_REMOVAL_LEASE, VolumeConfi
 pub use crate::db::DatabaseUrl;
 use crate::db::{Database, WriteTx};
 pub use crate::error::VolumeError;
+pub use crate::footprints::{FootprintRecord, FootprintRetention, FootprintStore, SharedFootprint};
 use crate::ledger::BlobState;
 pub use crate::path::{FilePath, PathError, Prefix};
 pub use crate::samples::{ProcessSample, SampleStore};
@@ -644,6 +647,12 @@ impl Volume {
     /// The estimator's samples, kept in the same database.
     pub fn samples(&self) -> SampleStore<'_> {
         SampleStore::new(self.db())
+    }
+
+    /// The requests' footprints, kept in the same database and shared by
+    /// every gateway on it.
+    pub fn footprints(&self) -> FootprintStore<'_> {
+        FootprintStore::new(self.db())
     }
 
     /// Close the database's connections (waits for in-flight queries).

@@ -1,11 +1,17 @@
 //! The embedded estimator: a thin I/O shell around a pure policy.
 //!
 //! Every `sample_interval` it samples each instance's linear memory and the
-//! process's RSS into the database; every `sample_interval`, and every few
-//! requests, it hands the policy what it needs (recent request footprints
-//! from the pool, samples from the database), sets the threshold the policy
-//! gives, and has the pool replace the idle instances above it (busy ones
-//! are checked by the pool the moment their request ends).
+//! process's RSS into the database, stores the request footprints the pool
+//! recorded since the last round (one batch) and reads back the most recent
+//! window of footprints of every gateway on the database; every
+//! `sample_interval`, and every few requests, it hands the policy what it
+//! needs (that shared window with this gateway's footprints since, samples
+//! from the database), sets the threshold the policy gives, and has the
+//! pool replace the idle instances above it (busy ones are checked by the
+//! pool the moment their request ends). At start, before the gateway
+//! serves, it reads the shared window and steps once: a restarted gateway,
+//! or a new one in a running scale-out, has a threshold from its first
+//! request.
 //!
 //! Layout:
 //! - `mod.rs`: the task, the sampling, the admin view and run-time changes.
@@ -17,13 +23,14 @@
 pub mod settings;
 pub mod threshold;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use estimator::Sample;
+use estimator::{Footprint, Sample};
 use serde::Serialize;
 use tokio::sync::watch;
-use volume::{ProcessSample, Volume, VolumeError};
+use volume::{FootprintRetention, ProcessSample, Volume, VolumeError};
 
 pub use settings::{Method, Mode, Settings, SettingsChange, SettingsError};
 pub use threshold::{Calibration, Policy, PolicyConfig, Progress, ThresholdEstimate};
@@ -48,9 +55,16 @@ pub struct EstimatorConfig {
     pub settings: Settings,
     pub policy: PolicyConfig,
     pub sample_interval: Duration,
-    /// How long samples are kept in the database.
+    /// How long samples and footprints are kept in the database.
     pub retention: Duration,
+    /// Store footprints in the database and learn from every gateway's
+    /// there; `false`: from this process's alone, storing none.
+    pub share_footprints: bool,
 }
+
+/// Footprints kept in the database in all, in footprint windows: room for
+/// a few gateways' windows (each gateway keeps at most one of its own).
+pub const SHARED_WINDOWS_KEPT: u64 = 4;
 
 /// `GET /admin/estimator`.
 #[derive(Debug, Clone, Serialize)]
@@ -81,6 +95,12 @@ pub struct EstimatorReport {
     pub restarts: u64,
     /// Requests served since start (their footprints were observed).
     pub requests: u64,
+    /// This process's name in the database's footprints (random per start).
+    pub gateway: String,
+    /// Footprints recorded by the other gateways on the database (or by
+    /// this gateway's earlier runs) that this one learned from: read at
+    /// start and at every round.
+    pub footprints_from_others: u64,
     /// `restarts / requests`: compare with `restart_budget`.
     pub restart_rate: f64,
 }
@@ -105,6 +125,22 @@ struct Status {
     last_error: Option<String>,
 }
 
+/// What this gateway knows of the footprints in the database.
+#[derive(Debug, Default)]
+struct Shared {
+    /// The last read: the most recent footprints of every gateway, oldest
+    /// first (at most the window).
+    window: Vec<Footprint>,
+    /// That read held this gateway's footprints numbered up to this.
+    read_through: u64,
+    /// This gateway's footprints numbered up to this are stored.
+    stored_through: u64,
+    /// Footprints of other gateways (or earlier runs) taken in so far.
+    received: u64,
+    /// The highest number of each other gateway in the last read.
+    seen: HashMap<String, u64>,
+}
+
 /// The estimator task's shared half. Share it as `Arc<Recycler>`.
 #[derive(Debug)]
 pub struct Recycler {
@@ -113,11 +149,20 @@ pub struct Recycler {
     config: EstimatorConfig,
     policy: Mutex<Policy>,
     status: Mutex<Status>,
+    shared: Mutex<Shared>,
+    /// This process's name in the footprints table.
+    gateway: String,
     stop: watch::Sender<bool>,
 }
 
 impl Recycler {
-    pub fn new(
+    /// The estimator, with the threshold of its first step in force: from
+    /// the footprints in the database (of earlier runs on this data, and of
+    /// the other gateways on it), so call it before the gateway serves. A
+    /// database that cannot be read then is reported (`last_error`), not
+    /// fatal: the estimator learns from this gateway's requests alone until
+    /// it can.
+    pub async fn new(
         pool: Arc<Pool>,
         volume: Arc<Volume>,
         config: EstimatorConfig,
@@ -129,32 +174,43 @@ impl Recycler {
             config,
             policy: Mutex::new(policy),
             status: Mutex::default(),
+            shared: Mutex::default(),
+            gateway: format!("{:016x}", rand::random::<u64>()),
             stop: watch::channel(false).0,
         });
-        // `fixed` holds from the first request.
-        let threshold = recycler.policy().step(&threshold::Observed {
-            now_ms: volume::now_ms(),
-            baseline_bytes: recycler.pool.baseline_bytes(),
-            samples: &[],
-            served: &[],
-            footprints: &[],
-            requests_recorded: 0,
-        });
-        recycler.pool.set_threshold(threshold);
+        let shared = recycler.share_footprints(volume::now_ms()).await;
+        let stepped = recycler.step().await;
+        if stepped.is_err() {
+            // `fixed` holds from the first request all the same.
+            recycler.step_now(&[], &[], volume::now_ms());
+        }
+        if let Err(error) = shared.and(stepped) {
+            tracing::error!(%error, "the estimator's first step failed");
+            recycler.status().last_error = Some(error.to_string());
+        }
         Ok(recycler)
     }
 
     /// Sample every `sample_interval`, and step the policy every few
-    /// requests, until [`Recycler::stop`].
+    /// requests, until [`Recycler::stop`]; then store the footprints
+    /// recorded since the last round.
     pub async fn run(self: Arc<Self>) {
         let mut stopped = self.stop.subscribe();
         let mut ticks = tokio::time::interval(self.config.sample_interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let sample = tokio::select! {
-                _ = ticks.tick() => true,
-                () = self.pool.footprints().next_few() => false,
-                _ = stopped.wait_for(|stop| *stop) => return,
+                _ = ticks.tick() => Some(true),
+                () = self.pool.footprints().next_few() => Some(false),
+                _ = stopped.wait_for(|stop| *stop) => None,
+            };
+            let Some(sample) = sample else {
+                if self.config.share_footprints
+                    && let Err(error) = self.store_footprints(volume::now_ms()).await
+                {
+                    tracing::error!(%error, "storing the last footprints failed");
+                }
+                return;
             };
             let result = if sample {
                 self.round().await
@@ -172,7 +228,8 @@ impl Recycler {
         self.stop.send_replace(true);
     }
 
-    /// One round: sample, store, step the policy, enforce.
+    /// One round: sample, store, share footprints, step the policy,
+    /// enforce.
     pub async fn round(&self) -> Result<(), VolumeError> {
         let now = volume::now_ms();
         let instances: Vec<Sample> = self
@@ -193,15 +250,100 @@ impl Recycler {
         };
         let store = self.volume.samples();
         store.record(&instances, &process).await?;
-        let retention = i64::try_from(self.config.retention.as_millis()).unwrap_or(i64::MAX);
-        store.prune(now.saturating_sub(retention)).await?;
+        store.prune(now.saturating_sub(self.retention_ms())).await?;
         self.status().last_sample_ms = Some(now);
-        self.step().await
+        // A failed exchange leaves the last read and the unstored
+        // footprints in place: still a step, on what is known.
+        let shared = self.share_footprints(now).await;
+        self.step().await?;
+        shared
+    }
+
+    /// Store the footprints recorded since the last round (one batch, one
+    /// transaction, pruning to the retention), then read the most recent
+    /// window of every gateway's.
+    async fn share_footprints(&self, now: i64) -> Result<(), VolumeError> {
+        if !self.config.share_footprints {
+            return Ok(());
+        }
+        let stored = self.store_footprints(now).await;
+        let read = self.read_footprints(now).await;
+        stored.and(read)
+    }
+
+    /// One batch: the footprints the pool recorded and the database does
+    /// not have yet; and prune what the retention no longer keeps.
+    async fn store_footprints(&self, now: i64) -> Result<(), VolumeError> {
+        let log = self.pool.footprints();
+        let batch = log.unstored();
+        let window = self.config.policy.footprint_window;
+        let keep = FootprintRetention {
+            per_gateway: window,
+            total: window.saturating_mul(SHARED_WINDOWS_KEPT),
+            before_ms: now.saturating_sub(self.retention_ms()),
+        };
+        self.volume
+            .footprints()
+            .append(&self.gateway, &batch, &keep)
+            .await?;
+        if let Some(last) = batch.last() {
+            log.stored(last.seq);
+            self.shared().stored_through = last.seq;
+        }
+        Ok(())
+    }
+
+    /// Read the shared window, counting the footprints of other gateways
+    /// not seen before.
+    async fn read_footprints(&self, now: i64) -> Result<(), VolumeError> {
+        let through = self.shared().stored_through;
+        let rows = self
+            .volume
+            .footprints()
+            .recent(
+                self.config.policy.footprint_window,
+                now.saturating_sub(self.retention_ms()),
+            )
+            .await?;
+        let mut shared = self.shared();
+        let mut seen = HashMap::new();
+        let mut received = 0;
+        for row in &rows {
+            if row.gateway == self.gateway {
+                continue;
+            }
+            let before = shared.seen.get(&row.gateway).copied().unwrap_or(0);
+            if row.record.seq > before {
+                received += 1;
+            }
+            let highest = seen.entry(row.gateway.clone()).or_insert(before);
+            *highest = (*highest).max(row.record.seq);
+        }
+        shared.window = rows.iter().map(|row| row.record.footprint).collect();
+        shared.read_through = through;
+        shared.received += received;
+        shared.seen = seen;
+        Ok(())
+    }
+
+    fn retention_ms(&self) -> i64 {
+        i64::try_from(self.config.retention.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// What the policy counts as requests observed: this gateway's, and
+    /// the other gateways' (or earlier runs') read from the database.
+    fn evidence(&self) -> u64 {
+        self.pool
+            .footprints()
+            .recorded()
+            .saturating_add(self.shared().received)
     }
 
     /// A step between rounds, after a few more requests: only for a policy
     /// that learns from footprints alone (one that needs samples waits for
     /// the next round rather than query the database every few requests).
+    /// It learns from the last shared read and this gateway's footprints
+    /// since: the database is not asked every few requests either.
     async fn step_on_footprints(&self) -> Result<(), VolumeError> {
         if self.policy().samples_window(volume::now_ms()).is_some() {
             return Ok(());
@@ -228,19 +370,22 @@ impl Recycler {
                 .collect(),
             None => Vec::new(),
         };
-        let recent = if self.policy().learns_from_footprints() {
-            self.pool.footprints().recent(u64::MAX)
-        } else {
-            self.pool.footprints().recent(0)
-        };
-        let footprints: Vec<_> = recent.footprints.into();
+        self.step_now(&samples, &served, now);
+        self.pool.enforce().await;
+        Ok(())
+    }
+
+    /// The policy's step on `samples`, `served` and the footprints known
+    /// now; sets the threshold it gives.
+    fn step_now(&self, samples: &[Sample], served: &[(u64, u64)], now: i64) {
+        let (footprints, requests_recorded) = self.footprints();
         let threshold = self.policy().step(&threshold::Observed {
             now_ms: now,
             baseline_bytes: self.pool.baseline_bytes(),
-            samples: &samples,
-            served: &served,
+            samples,
+            served,
             footprints: &footprints,
-            requests_recorded: recent.recorded,
+            requests_recorded,
         });
         if threshold != self.pool.threshold() {
             tracing::info!(
@@ -250,8 +395,21 @@ impl Recycler {
             );
         }
         self.pool.set_threshold(threshold);
-        self.pool.enforce().await;
-        Ok(())
+    }
+
+    /// The most recent footprints (at most the window), oldest first: the
+    /// last shared read, then this gateway's recorded since what that read
+    /// held of them; and the count of requests they come from
+    /// ([`Recycler::evidence`]), read together so they agree.
+    fn footprints(&self) -> (Vec<Footprint>, u64) {
+        let shared = self.shared();
+        let local = self.pool.footprints().after(shared.read_through);
+        let mut footprints = shared.window.clone();
+        footprints.extend(local.footprints);
+        let window = usize::try_from(self.config.policy.footprint_window).unwrap_or(usize::MAX);
+        let excess = footprints.len().saturating_sub(window);
+        footprints.drain(..excess);
+        (footprints, local.recorded.saturating_add(shared.received))
     }
 
     /// Instance samples taken in `[from, to]` (Unix milliseconds).
@@ -262,7 +420,7 @@ impl Recycler {
     /// Change mode, method, α, the restart budget or the fixed threshold now.
     pub async fn update(&self, change: SettingsChange) -> Result<EstimatorReport, EstimatorError> {
         let now = volume::now_ms();
-        let recorded = self.pool.footprints().recorded();
+        let recorded = self.evidence();
         // Validate and apply; a frozen median threshold is re-estimated
         // from its own evidence (the samples are read outside the lock).
         let mut candidate = self.policy().clone();
@@ -289,6 +447,7 @@ impl Recycler {
             .filter_map(|reason| replacements.get(reason))
             .sum::<u64>();
         let requests = self.pool.footprints().recorded();
+        let evidence = self.evidence();
         let threshold = self.pool.threshold();
         let calibration = match policy.calibration() {
             Calibration::Unused => CalibrationReport {
@@ -300,7 +459,7 @@ impl Recycler {
             },
             Calibration::Collecting { since_ms, .. } => CalibrationReport {
                 state: "collecting",
-                progress: policy.progress(requests),
+                progress: policy.progress(evidence),
                 started_ms: Some(*since_ms),
                 engaged_ms: None,
                 instances_used: Vec::new(),
@@ -333,7 +492,7 @@ impl Recycler {
         };
         let status = self.status();
         EstimatorReport {
-            summary: summary(&policy, threshold, baseline, requests),
+            summary: summary(&policy, threshold, baseline, evidence),
             mode: settings.mode,
             method: settings.method,
             restart_budget: settings.restart_budget,
@@ -355,6 +514,8 @@ impl Recycler {
                 .or_else(|| policy.problem().map(str::to_owned)),
             restarts,
             requests,
+            gateway: self.gateway.clone(),
+            footprints_from_others: evidence.saturating_sub(requests),
             restart_rate: restarts as f64 / requests.max(1) as f64,
         }
     }
@@ -367,6 +528,12 @@ impl Recycler {
 
     fn status(&self) -> MutexGuard<'_, Status> {
         self.status
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn shared(&self) -> MutexGuard<'_, Shared> {
+        self.shared
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
