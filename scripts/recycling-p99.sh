@@ -5,13 +5,14 @@
 # interleaved ROUNDS times. Needs release builds of gateway and loadgen:
 #   cargo build --release -p gateway -p loadgen
 #   scripts/recycling-p99.sh [ROUNDS] [DURATION]      # defaults: 2 30s
+# GATEWAY=PATH and LOADGEN=PATH run other builds (e.g. one kept from before a change).
 # Sends traffic only to 127.0.0.1 and stops every gateway it started.
 set -euo pipefail
 rounds=${1:-2}
 duration=${2:-30s}
 root=$(cd "$(dirname "$0")/.." && pwd)
-gateway=$root/target/release/gateway
-loadgen=$root/target/release/loadgen
+gateway=${GATEWAY:-$root/target/release/gateway}
+loadgen=${LOADGEN:-$root/target/release/loadgen}
 work=$(mktemp -d)
 port=18090
 trap 'rm -rf "$work"' EXIT
