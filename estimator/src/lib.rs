@@ -27,7 +27,9 @@ pub mod warmup;
 
 use std::collections::BTreeMap;
 
-pub use footprint::{BudgetError, BudgetEstimate, Footprint, restart_budget_threshold};
+pub use footprint::{
+    BudgetError, BudgetEstimate, Footprint, restart_budget_threshold, rising_lead,
+};
 pub use samples::{Sample, read_csv, write_csv};
 pub use threshold::{Estimate, EstimateError, Method, estimate};
 pub use warmup::Warmup;

@@ -14,7 +14,10 @@
 //!   CSV (ci-mean, α = 0.05, warm-up stable:2), applied as a fixed threshold;
 //! - further arms: other methods and α; memory-aware dispatch without a
 //!   threshold, with the paper's, and with one calibrated on memory-aware
-//!   traffic; and a fresh instance per request (the lower bound).
+//!   traffic; and a fresh instance per request (the lower bound);
+//! - `oracle` and the frontier (`loadgen policy`): fixed thresholds at a
+//!   restart rate by every file's true footprint, measured on a fresh
+//!   instance before the arms run ([`crate::oracle`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -27,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::child::Gateway;
 use crate::corpus::{self, Manifest, Shape, SizeDistribution};
 use crate::load::{self, Op, RunSpec, Stop, Workload};
+use crate::oracle::{self, FileFootprint};
 
 /// The shape of one experiment.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -116,6 +120,30 @@ pub enum Policy {
     Default,
     /// The restart-budget method with this budget, learned on line.
     RestartBudget { budget: f64 },
+    /// The oracle: the lowest fixed threshold whose restart rate, by the
+    /// files' true footprints, is at most the rate the earlier arm `of`
+    /// reached (`crate::oracle`). The gateway's defaults otherwise.
+    Oracle { of: String },
+    /// A point of the frontier: the lowest fixed threshold at this restart
+    /// rate by the true footprints. The gateway's defaults otherwise.
+    FixedAtRate { rate: f64 },
+}
+
+impl Policy {
+    /// Whether the arm needs the files' true footprints.
+    fn needs_footprints(&self) -> bool {
+        matches!(self, Self::Oracle { .. } | Self::FixedAtRate { .. })
+    }
+
+    /// A threshold fixed for the whole run at a point of the true
+    /// footprints' distribution: with the default's dispatch, a point of
+    /// the frontier.
+    pub fn on_frontier(&self) -> bool {
+        matches!(
+            self,
+            Self::FreshPerRequest | Self::Oracle { .. } | Self::FixedAtRate { .. }
+        )
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -179,6 +207,9 @@ pub fn standard_arms() -> Vec<Arm> {
 pub struct ArmResult {
     pub name: String,
     pub policy: Policy,
+    /// The gateway's `--dispatch`, if the arm set one.
+    #[serde(default)]
+    pub dispatch: Option<String>,
     pub threshold_bytes: Option<u64>,
     /// Per sampling round, the mean over instances; then the mean over rounds.
     pub mean_memory_bytes: f64,
@@ -194,12 +225,32 @@ pub struct ArmResult {
     pub mean_rss_bytes: f64,
     /// The sample file of this arm.
     pub samples_csv: String,
+    /// The restart rate the files' true footprints give its threshold (the
+    /// one in force at the end), when they were measured.
+    #[serde(default)]
+    pub predicted_restarts_per_request: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     pub plan: Plan,
     pub arms: Vec<ArmResult>,
+    /// Every file's true footprint, when an arm needed them
+    /// ([`crate::oracle::measure`]).
+    #[serde(default)]
+    pub footprints: Vec<FileFootprint>,
+}
+
+impl Report {
+    /// The true footprints and how often each file is read, in the
+    /// manifest's order.
+    pub fn weighted_footprints(&self) -> (Vec<u64>, Vec<f64>) {
+        let footprints: Vec<u64> = self.footprints.iter().map(|f| f.footprint_bytes).collect();
+        let sizes: Vec<u64> = self.footprints.iter().map(|f| f.size).collect();
+        let requests = u64::from(self.plan.instances) * self.plan.reads_per_instance;
+        let weights = oracle::request_weights(&sizes, self.plan.drift, requests);
+        (footprints, weights)
+    }
 }
 
 /// Run `arms` (the first must be `monitor`) with a gateway started from
@@ -242,6 +293,23 @@ pub async fn run(
         load::run(&upload, false).await?;
         gateway.stop()?;
     }
+    let footprints = if arms.iter().any(|arm| arm.policy.needs_footprints()) {
+        tracing::info!("measuring every file's footprint on a fresh instance");
+        oracle::measure(loadgen_exe, &data_dir, &manifest).await?
+    } else {
+        Vec::new()
+    };
+    let mut report = Report {
+        plan: plan.clone(),
+        arms: Vec::new(),
+        footprints,
+    };
+    let (true_footprints, weights) = report.weighted_footprints();
+    let at_rate = |rate: f64| {
+        oracle::lowest_threshold(&true_footprints, &weights, rate)
+            .map(|quantile| quantile.threshold_bytes)
+            .context("no footprints measured")
+    };
 
     let mut results: Vec<ArmResult> = Vec::new();
     let mut monitor_samples: BTreeMap<String, Vec<estimator::Sample>> = BTreeMap::new();
@@ -249,6 +317,15 @@ pub async fn run(
         let threshold = match &arm.policy {
             Policy::Monitor | Policy::Default | Policy::RestartBudget { .. } => None,
             Policy::FreshPerRequest => Some(1),
+            Policy::FixedAtRate { rate } => Some(at_rate(*rate)?),
+            Policy::Oracle { of } => {
+                let rate = results
+                    .iter()
+                    .find(|done| &done.name == of)
+                    .with_context(|| format!("arm {}: no earlier arm named {of}", arm.name))?
+                    .restarts_per_request;
+                Some(at_rate(rate)?)
+            }
             Policy::Estimated {
                 method,
                 alpha,
@@ -294,7 +371,12 @@ pub async fn run(
         // Every arm's gateway keeps its samples in the same database: this
         // arm's are the ones taken from now on.
         let started_ms = unix_ms();
-        let tuned = !matches!(arm.policy, Policy::Default);
+        // The oracle and the frontier run as the default does, but for the
+        // threshold.
+        let tuned = !matches!(
+            arm.policy,
+            Policy::Default | Policy::Oracle { .. } | Policy::FixedAtRate { .. }
+        );
         let gateway = start_gateway(loadgen_exe, &data_dir, plan, tuned, &flags).await?;
         let reads = u64::from(plan.instances) * plan.reads_per_instance;
         let spec = read_spec(
@@ -360,6 +442,7 @@ pub async fn run(
         results.push(ArmResult {
             name: arm.name.clone(),
             policy: arm.policy.clone(),
+            dispatch: arm.dispatch.clone(),
             threshold_bytes: threshold,
             mean_memory_bytes: mean_memory,
             reduction_percent: 100.0 * (baseline - mean_memory) / baseline,
@@ -371,13 +454,14 @@ pub async fn run(
             latency_p99_ms: summary.latency_ms.p99,
             mean_rss_bytes: rss,
             samples_csv: csv_path.display().to_string(),
+            predicted_restarts_per_request: threshold
+                .filter(|_| !true_footprints.is_empty())
+                .map(|t| oracle::restart_rate(&true_footprints, &weights, t)),
         });
     }
     let _ = std::fs::remove_dir_all(&work);
-    Ok(Report {
-        plan: plan.clone(),
-        arms: results,
-    })
+    report.arms = results;
+    Ok(report)
 }
 
 /// The read workload: the corpus, downloads only, paced so each instance

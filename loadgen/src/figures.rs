@@ -312,28 +312,50 @@ fn draw_means<DB: DrawingBackend>(
     }
 }
 
+/// One arm on the trade-off figure.
+struct TradeoffPoint {
+    name: String,
+    restarts_per_request: f64,
+    reduction_percent: f64,
+    /// A point of the frontier ([`crate::experiment::Policy::on_frontier`]).
+    fixed: bool,
+}
+
 fn tradeoff(area: &Area, arms: &[ArmResult]) -> anyhow::Result<()> {
-    let points: Vec<(String, f64, f64)> = arms
+    let points: Vec<TradeoffPoint> = arms
         .iter()
-        .map(|arm| {
-            (
-                arm.name.clone(),
-                arm.restarts_per_request,
-                arm.reduction_percent,
-            )
+        .map(|arm| TradeoffPoint {
+            name: arm.name.clone(),
+            restarts_per_request: arm.restarts_per_request,
+            reduction_percent: arm.reduction_percent,
+            fixed: arm.policy.on_frontier() && arm.dispatch.is_none(),
         })
         .collect();
     on_area!(area, draw_tradeoff(&points))
 }
 
+/// Saving against restarts per request on a log axis (a run without
+/// restarts sits on the left edge). The arms with a fixed threshold at a
+/// point of the true footprints (the oracle, the sweep, a fresh instance
+/// per request) under the default's dispatch are joined in order of their
+/// restart rate: the frontier of fixed thresholds. Every arm has its own colour
+/// and marker, named in the legend with its figures, so points that sit
+/// close together stay readable.
 fn draw_tradeoff<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
-    points: &[(String, f64, f64)],
+    points: &[TradeoffPoint],
 ) -> Drawn<DB> {
-    let max_x = points.iter().map(|p| p.1).fold(0.01f64, f64::max) * 1.15;
-    let (min_y, max_y) = points
+    let positive = points
         .iter()
-        .fold((0.0f64, 1.0f64), |(lo, hi), p| (lo.min(p.2), hi.max(p.2)));
+        .map(|p| p.restarts_per_request)
+        .filter(|&x| x > 0.0);
+    let min_x = positive.clone().fold(1.0f64, f64::min).min(0.01) / 2.0;
+    let max_x = positive.fold(0.02f64, f64::max).min(1.0) * 1.5;
+    let at = |x: f64| x.max(min_x);
+    let (min_y, max_y) = points.iter().fold((0.0f64, 1.0f64), |(lo, hi), p| {
+        (lo.min(p.reduction_percent), hi.max(p.reduction_percent))
+    });
+    let span = (max_y - min_y).max(1.0);
     {
         area.fill(&WHITE)?;
         let mut chart = ChartBuilder::on(area)
@@ -341,18 +363,60 @@ fn draw_tradeoff<DB: DrawingBackend>(
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d(0.0..max_x, (min_y - 1.0)..(max_y * 1.15))?;
+            .build_cartesian_2d(
+                (min_x..max_x).log_scale(),
+                (min_y - 0.05 * span)..(max_y + 0.1 * span),
+            )?;
         chart
             .configure_mesh()
-            .x_desc("restarts per request")
+            .x_desc("restarts per request (log; left edge: none)")
             .y_desc("mean memory reduction vs monitor (%)")
+            .x_label_formatter(&|x| format!("{:.2} %", x * 100.0))
             .label_style((FONT, 13))
             .draw()?;
-        chart.draw_series(points.iter().map(|(name, x, y)| {
-            EmptyElement::at((*x, *y))
-                + Circle::new((0, 0), 5, BLUE.filled())
-                + Text::new(name.clone(), (8, -8), (FONT, 13))
-        }))?;
+        let mut frontier: Vec<(f64, f64)> = points
+            .iter()
+            .filter(|p| p.fixed)
+            .map(|p| (at(p.restarts_per_request), p.reduction_percent))
+            .collect();
+        frontier.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if frontier.len() > 1 {
+            chart
+                .draw_series(LineSeries::new(frontier, BLACK.mix(0.4).stroke_width(1)))?
+                .label("fixed thresholds (frontier)")
+                .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.mix(0.4)));
+        }
+        for (index, point) in points.iter().enumerate() {
+            let color = Palette99::pick(index).to_rgba();
+            let xy = (at(point.restarts_per_request), point.reduction_percent);
+            let label = format!(
+                "{}: {:.1} % at {:.2} % restarts",
+                point.name,
+                point.reduction_percent,
+                100.0 * point.restarts_per_request
+            );
+            // Three marker shapes in turn, so neighbours differ in more
+            // than colour.
+            match index % 3 {
+                0 => chart
+                    .draw_series([Circle::new(xy, 6, color.filled())])?
+                    .legend(move |(x, y)| Circle::new((x + 10, y), 6, color.filled())),
+                1 => chart
+                    .draw_series([TriangleMarker::new(xy, 8, color.filled())])?
+                    .legend(move |(x, y)| TriangleMarker::new((x + 10, y), 8, color.filled())),
+                _ => chart
+                    .draw_series([Cross::new(xy, 6, color.stroke_width(3))])?
+                    .legend(move |(x, y)| Cross::new((x + 10, y), 6, color.stroke_width(3))),
+            }
+            .label(label);
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font((FONT, 12))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
         Ok(())
     }
 }

@@ -8,6 +8,8 @@
 //!   fresh gateway process (`loadgen serve`).
 //! - [`suite`]: `loadgen policy`: the workloads × concurrency × arms
 //!   behind the estimator's defaults, each cell an experiment.
+//! - [`oracle`]: every file's true footprint, and the best fixed threshold
+//!   at a restart rate in hindsight.
 //! - [`figures`]: the experiment's figures as PNG and SVG.
 //! - [`memory`]: `burst` and `soak`: the gateway process's memory (peak,
 //!   after a burst, after replacing every instance, over a long run).
@@ -22,4 +24,5 @@ pub mod experiment;
 pub mod figures;
 pub mod load;
 pub mod memory;
+pub mod oracle;
 pub mod suite;

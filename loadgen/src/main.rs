@@ -60,6 +60,11 @@ enum Command {
         /// Run only these workloads (normal, heavy-tailed, drift).
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
+        /// Leave out the frontier (fixed thresholds at restart rates of 0
+        /// to 30 % by the true footprints, six arms a cell): about half as
+        /// long.
+        #[arg(long)]
+        no_sweep: bool,
         /// Directory for the sample CSVs (and work files while running).
         #[arg(long, default_value = "policy")]
         out: PathBuf,
@@ -293,11 +298,12 @@ async fn main() -> anyhow::Result<()> {
         Command::Policy {
             quick,
             only,
+            no_sweep,
             out,
             json,
         } => {
             let exe = std::env::current_exe()?;
-            let cells: Vec<_> = suite::policy_suite(quick)
+            let cells: Vec<_> = suite::policy_suite(quick, !no_sweep)
                 .into_iter()
                 .filter(|cell| only.is_empty() || only.contains(&cell.workload.to_string()))
                 .collect();
@@ -470,13 +476,13 @@ fn print_summary(summary: &load::Summary) {
 fn print_report(report: &experiment::Report) {
     let kib = |bytes: f64| bytes / 1024.0;
     println!(
-        "| arm | threshold KiB | mean memory KiB | reduction | restarts | restarts/request | failed | p50 ms | p99 ms | p99 / monitor | mean RSS MiB |"
+        "| arm | threshold KiB | mean memory KiB | reduction | restarts | restarts/request | by true footprints | failed | p50 ms | p99 ms | p99 / monitor | mean RSS MiB |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let monitor_p99 = report.arms.first().map_or(1.0, |arm| arm.latency_p99_ms);
     for arm in &report.arms {
         println!(
-            "| {} | {} | {:.0} | {:.2} % | {} | {:.4} | {} | {:.2} | {:.2} | {:.2} | {:.1} |",
+            "| {} | {} | {:.0} | {:.2} % | {} | {:.4} | {} | {} | {:.2} | {:.2} | {:.2} | {:.1} |",
             arm.name,
             arm.threshold_bytes
                 .map_or("-".to_owned(), |t| format!("{:.0}", kib(t as f64))),
@@ -484,6 +490,8 @@ fn print_report(report: &experiment::Report) {
             arm.reduction_percent,
             arm.restarts,
             arm.restarts_per_request,
+            arm.predicted_restarts_per_request
+                .map_or("-".to_owned(), |rate| format!("{rate:.4}")),
             arm.failed_requests,
             arm.latency_p50_ms,
             arm.latency_p99_ms,

@@ -92,13 +92,20 @@ pub fn suite_plan(workload: SuiteWorkload, concurrency: usize, quick: bool) -> P
     }
 }
 
+/// The restart rates of the frontier's fixed thresholds (left out with
+/// `--no-sweep`).
+pub const SWEEP_RATES: [f64; 6] = [0.0, 0.005, 0.02, 0.05, 0.1, 0.3];
+
 /// The policy suite: every workload at concurrency 1, 8 and 32, with the
 /// arms `monitor` (lru, no restarts), `paper` (its ci-mean threshold from
-/// the monitor arm), `default` (no estimator flag), the restart budget of
-/// 1 % under `lru` and under `mru`; and, on the paper's workload
-/// at 32, the trade-off curve (budgets of 5, 10 and 30 %, and a fresh
-/// instance per request).
-pub fn policy_suite(quick: bool) -> Vec<Cell> {
+/// the monitor arm), `default` (no estimator flag), `oracle` (the lowest
+/// fixed threshold at the default's restart rate, from the files' true
+/// footprints), the restart budget of 1 % under `lru` and under `mru`;
+/// and, on the paper's workload at 32, the trade-off curve (budgets of 5,
+/// 10 and 30 %, and a fresh instance per request). With `sweep`, every
+/// cell also runs the frontier: fixed thresholds at [`SWEEP_RATES`], under
+/// the default's dispatch.
+pub fn policy_suite(quick: bool, sweep: bool) -> Vec<Cell> {
     let arm = |name: &str, policy, dispatch: Option<&str>| Arm {
         name: name.into(),
         policy,
@@ -124,9 +131,22 @@ pub fn policy_suite(quick: bool) -> Vec<Cell> {
                     Some("lru"),
                 ),
                 arm("default", Policy::Default, None),
+                arm(
+                    "oracle",
+                    Policy::Oracle {
+                        of: "default".into(),
+                    },
+                    None,
+                ),
                 arm("budget-1%-lru", budget(0.01), Some("lru")),
                 arm("budget-1%-mru", budget(0.01), Some("mru")),
             ];
+            if sweep {
+                for rate in SWEEP_RATES {
+                    let name = format!("fixed-{}%", rate * 100.0);
+                    arms.push(arm(&name, Policy::FixedAtRate { rate }, None));
+                }
+            }
             if workload == SuiteWorkload::Normal && concurrency == 32 {
                 for share in [0.05, 0.1, 0.3] {
                     let name = format!("budget-{}%", share * 100.0);

@@ -130,6 +130,9 @@ pub struct Policy {
     /// Restart-budget estimates have been below the threshold in force
     /// since this running count of footprints.
     lowering_since: Option<u64>,
+    /// The last restart-budget step saw footprints rising: the recent
+    /// quarter's threshold above the whole window's.
+    rising: bool,
 }
 
 impl Policy {
@@ -147,6 +150,7 @@ impl Policy {
             problem: None,
             learning_from: 0,
             lowering_since: None,
+            rising: false,
         };
         policy.restart_learning(now_ms, 0);
         Ok(policy)
@@ -287,13 +291,38 @@ impl Policy {
     /// first and keeps restarts within the budget; when they hold still,
     /// the three agree; when they fall, the whole window holds the
     /// threshold up a while longer (less saving, never churn).
+    ///
+    /// A recent part still trails sizes that keep creeping up: every
+    /// request that reaches a size never seen restarts its instance. So the
+    /// window is also cut into four quarters of at least `min_requests`,
+    /// each estimated alone; when their thresholds rise steadily
+    /// ([`estimator::rising_lead`]) the threshold goes one quarter's rise
+    /// ahead of the latest. It also notes whether the latest quarter's
+    /// threshold is above the whole window's (`rising`), which holds any
+    /// lowering off.
     fn over_recent_windows(
-        &self,
+        &mut self,
         recent: &[Footprint],
         floor: u64,
     ) -> Result<BudgetEstimate, estimator::BudgetError> {
         let budget = self.settings.restart_budget;
-        let mut best = estimator::restart_budget_threshold(recent, budget, Some(floor))?;
+        let whole = estimator::restart_budget_threshold(recent, budget, Some(floor))?;
+        let mut best = whole.clone();
+        self.rising = false;
+        let quarter = recent.len() / 4;
+        if quarter as u64 >= self.config.min_requests.max(1) {
+            let mut parts = [0; 4];
+            for (index, part) in parts.iter_mut().enumerate() {
+                let end = recent.len() - (3 - index) * quarter;
+                let slice = &recent[end - quarter..end];
+                *part = estimator::restart_budget_threshold(slice, budget, Some(floor))?
+                    .threshold_bytes;
+            }
+            self.rising = parts[3] > whole.threshold_bytes;
+            if let Some(lead) = estimator::rising_lead(parts) {
+                best = best.lead_to(lead);
+            }
+        }
         // A part too short to hold one request in 1/budget cannot tell the
         // budget's quantile from its largest footprint: skip it.
         let shortest = (1.0 / budget).ceil().max(self.config.min_requests as f64);
@@ -305,7 +334,7 @@ impl Policy {
             let tail = &recent[recent.len() - len..];
             let estimate = estimator::restart_budget_threshold(tail, budget, Some(floor))?;
             if estimate.threshold_bytes > best.threshold_bytes {
-                best = estimate;
+                best = estimate.lead_to(best.lead_bytes.unwrap_or(0));
             }
         }
         Ok(best)
@@ -403,7 +432,9 @@ impl Policy {
     /// whenever a rare large footprint leaves the window would replace the
     /// instances between the two values each time (`drift` restarts beyond
     /// the budget). A lower estimate takes effect once the estimates have
-    /// stayed below the threshold in force for `1 / budget` requests.
+    /// stayed below the threshold in force for `1 / budget` requests, and
+    /// never while footprints are rising (a lead that flickers off would
+    /// replace the instances that grew into it).
     /// Returns the threshold to keep, or `None` to put the estimate in force.
     fn hold_before_lowering(
         &mut self,
@@ -415,6 +446,10 @@ impl Policy {
             self.lowering_since = None;
             return None;
         };
+        if self.rising {
+            self.lowering_since = None;
+            return Some(in_force);
+        }
         let hold = (1.0 / self.settings.restart_budget).ceil() as u64;
         let since = *self.lowering_since.get_or_insert(requests_recorded);
         if requests_recorded.saturating_sub(since) < hold {
@@ -522,6 +557,7 @@ impl Policy {
         self.current = None;
         self.problem = None;
         self.lowering_since = None;
+        self.rising = false;
         self.learning_from = requests_recorded;
         self.calibration = match (self.settings.mode, self.settings.method.over_medians()) {
             (Mode::Monitor | Mode::Fixed, _) => Calibration::Unused,
