@@ -338,9 +338,9 @@ fn tradeoff(area: &Area, arms: &[ArmResult]) -> anyhow::Result<()> {
 /// restarts sits on the left edge). The arms with a fixed threshold at a
 /// point of the true footprints (the oracle, the sweep, a fresh instance
 /// per request) under the default's dispatch are joined in order of their
-/// restart rate: the frontier of fixed thresholds. Every arm has its own colour
-/// and marker, named in the legend with its figures, so points that sit
-/// close together stay readable.
+/// restart rate: the frontier of fixed thresholds. Every arm has its own
+/// colour and marker, named beside the chart with its figures, so points
+/// that sit close together stay readable and nothing covers them.
 fn draw_tradeoff<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     points: &[TradeoffPoint],
@@ -356,67 +356,76 @@ fn draw_tradeoff<DB: DrawingBackend>(
         (lo.min(p.reduction_percent), hi.max(p.reduction_percent))
     });
     let span = (max_y - min_y).max(1.0);
-    {
-        area.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(area)
-            .caption("Memory saved against restarts", (FONT, 20))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(
-                (min_x..max_x).log_scale(),
-                (min_y - 0.05 * span)..(max_y + 0.1 * span),
-            )?;
-        chart
-            .configure_mesh()
-            .x_desc("restarts per request (log; left edge: none)")
-            .y_desc("mean memory reduction vs monitor (%)")
-            .x_label_formatter(&|x| format!("{:.2} %", x * 100.0))
-            .label_style((FONT, 13))
-            .draw()?;
-        let mut frontier: Vec<(f64, f64)> = points
-            .iter()
-            .filter(|p| p.fixed)
-            .map(|p| (at(p.restarts_per_request), p.reduction_percent))
-            .collect();
-        frontier.sort_by(|a, b| a.0.total_cmp(&b.0));
-        if frontier.len() > 1 {
-            chart
-                .draw_series(LineSeries::new(frontier, BLACK.mix(0.4).stroke_width(1)))?
-                .label("fixed thresholds (frontier)")
-                .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.mix(0.4)));
-        }
-        for (index, point) in points.iter().enumerate() {
-            let color = Palette99::pick(index).to_rgba();
-            let xy = (at(point.restarts_per_request), point.reduction_percent);
-            let label = format!(
-                "{}: {:.1} % at {:.2} % restarts",
-                point.name,
-                point.reduction_percent,
-                100.0 * point.restarts_per_request
-            );
-            // Three marker shapes in turn, so neighbours differ in more
-            // than colour.
-            match index % 3 {
-                0 => chart
-                    .draw_series([Circle::new(xy, 6, color.filled())])?
-                    .legend(move |(x, y)| Circle::new((x + 10, y), 6, color.filled())),
-                1 => chart
-                    .draw_series([TriangleMarker::new(xy, 8, color.filled())])?
-                    .legend(move |(x, y)| TriangleMarker::new((x + 10, y), 8, color.filled())),
-                _ => chart
-                    .draw_series([Cross::new(xy, 6, color.stroke_width(3))])?
-                    .legend(move |(x, y)| Cross::new((x + 10, y), 6, color.stroke_width(3))),
-            }
-            .label(label);
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font((FONT, 12))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
-        Ok(())
+    area.fill(&WHITE)?;
+    let (plot, legend) = area.split_horizontally(area.dim_in_pixel().0 * 3 / 5);
+    let mut chart = ChartBuilder::on(&plot)
+        .caption("Memory saved against restarts", (FONT, 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(
+            (min_x..max_x).log_scale(),
+            (min_y - 0.05 * span)..(max_y + 0.05 * span),
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc("restarts per request (log; left edge: none)")
+        .y_desc("mean memory reduction vs monitor (%)")
+        .x_label_formatter(&|x| format!("{:.2} %", x * 100.0))
+        .label_style((FONT, 13))
+        .draw()?;
+    let mut frontier: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|p| p.fixed)
+        .map(|p| (at(p.restarts_per_request), p.reduction_percent))
+        .collect();
+    frontier.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let frontier_style = BLACK.mix(0.4).stroke_width(1);
+    if frontier.len() > 1 {
+        chart.draw_series(LineSeries::new(frontier, frontier_style))?;
     }
+    let row = |index: usize| 50 + 22 * index as i32;
+    legend.draw(&PathElement::new(
+        [(8, row(0)), (28, row(0))],
+        frontier_style,
+    ))?;
+    legend.draw(&Text::new(
+        "fixed thresholds (frontier)",
+        (36, row(0) - 7),
+        (FONT, 12),
+    ))?;
+    for (index, point) in points.iter().enumerate() {
+        let color = Palette99::pick(index).to_rgba();
+        let xy = (at(point.restarts_per_request), point.reduction_percent);
+        let key = (18, row(index + 1));
+        // Three marker shapes in turn, so neighbours differ in more than
+        // colour.
+        match index % 3 {
+            0 => {
+                chart.draw_series([Circle::new(xy, 6, color.filled())])?;
+                legend.draw(&Circle::new(key, 6, color.filled()))?;
+            }
+            1 => {
+                chart.draw_series([TriangleMarker::new(xy, 8, color.filled())])?;
+                legend.draw(&TriangleMarker::new(key, 8, color.filled()))?;
+            }
+            _ => {
+                chart.draw_series([Cross::new(xy, 6, color.stroke_width(3))])?;
+                legend.draw(&Cross::new(key, 6, color.stroke_width(3)))?;
+            }
+        }
+        let label = format!(
+            "{}: {:.1} % at {:.2} %",
+            point.name,
+            point.reduction_percent,
+            100.0 * point.restarts_per_request
+        );
+        legend.draw(&Text::new(label, (36, key.1 - 7), (FONT, 12)))?;
+    }
+    legend.draw(&Text::new(
+        "arm: saving at restarts per request",
+        (8, 20),
+        (FONT, 13),
+    ))?;
+    Ok(())
 }
