@@ -907,10 +907,7 @@ async fn an_open_gateway_closes_the_moment_a_user_is_added() {
     )
     .await;
     assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
-    let dave = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode("dave:dave's long password")
-    );
+    let dave = basic("dave", "dave's long password");
     let read = send(
         &server,
         reqwest::Method::GET,
