@@ -262,6 +262,9 @@ impl Database {
 
     pub(crate) async fn close(&self) {
         self.pool.close().await;
+        if let Some(reader) = &self.reader {
+            reader.close();
+        }
     }
 }
 

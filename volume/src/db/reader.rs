@@ -20,18 +20,27 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::error::VolumeError;
 
-/// Connections kept for reuse; more are opened when more threads read at
-/// once, and closed when they come back to a full shelf.
-const KEPT: usize = 8;
+/// Connections kept for reuse, at least: more are opened when more
+/// threads read at once (twice the cores are kept, as every tokio worker
+/// and blocking thread may read), and closed when they come back to a full
+/// shelf.
+const KEPT_AT_LEAST: usize = 8;
 
 /// A reader that found the database busy (a WAL index being rebuilt after
 /// a crash) waits at most this long.
 const BUSY_WAIT: Duration = Duration::from_secs(2);
 
+/// The user check holds the one connection every request of an open
+/// gateway asks: it gives up sooner (a 500, failing closed) rather than
+/// hold every worker.
+const USERS_BUSY_WAIT: Duration = Duration::from_millis(100);
+
 /// Read-only connections to one SQLite file.
 pub(crate) struct SyncReader {
     path: PathBuf,
     idle: Mutex<Vec<Connection>>,
+    /// How many idle connections are kept.
+    kept: usize,
     /// Whether any user existed at `data_version` (see [`SyncReader::users_exist`]).
     users: Mutex<UsersSeen>,
 }
@@ -58,11 +67,15 @@ impl SyncReader {
     /// migrated already). Connections are opened now, so a file that
     /// cannot be read fails at start rather than at the first request.
     pub(crate) fn open(path: &Path) -> Result<Self, VolumeError> {
+        let users = connect(path)?;
+        users.busy_timeout(USERS_BUSY_WAIT).map_err(from_sqlite)?;
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         Ok(Self {
             path: path.to_owned(),
             idle: Mutex::new(vec![connect(path)?]),
+            kept: KEPT_AT_LEAST.max(2 * cores),
             users: Mutex::new(UsersSeen {
-                connection: connect(path)?,
+                connection: users,
                 data_version: i64::MIN,
                 exist: false,
             }),
@@ -80,7 +93,7 @@ impl SyncReader {
         };
         let result = read(&connection);
         let mut idle = lock(&self.idle);
-        if idle.len() < KEPT {
+        if idle.len() < self.kept {
             idle.push(connection);
         }
         result.map_err(from_sqlite)
@@ -109,6 +122,24 @@ impl SyncReader {
             *data_version = version;
         }
         Ok(*exist)
+    }
+}
+
+impl SyncReader {
+    /// At shutdown: close the idle connections and move the WAL's pages
+    /// into the database file, as SQLite does when its last connection
+    /// closes (this reader's user check stays open until the process ends,
+    /// so that would not happen): a copy of the file alone is then whole.
+    pub(crate) fn close(&self) {
+        lock(&self.idle).clear();
+        let checkpoint = Connection::open_with_flags(&self.path, OpenFlags::SQLITE_OPEN_READ_WRITE)
+            .and_then(|connection| {
+                connection.busy_timeout(BUSY_WAIT)?;
+                connection.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            });
+        if let Err(error) = checkpoint {
+            tracing::warn!(%error, "checkpointing the index's WAL at shutdown");
+        }
     }
 }
 
