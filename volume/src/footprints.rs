@@ -116,6 +116,11 @@ impl<'a> FootprintStore<'a> {
                         rest = after;
                     }
                 }
+                // Gateways prune the same rows in different orders: on
+                // PostgreSQL two could deadlock (one aborted with 40P01), so
+                // pruning takes turns under one row-less lock, with a key no
+                // owner's tree has.
+                self.db.lock_tree(tx, PRUNE_LOCK).await?;
                 prune(tx, keep).await
             })
             .await
@@ -168,6 +173,9 @@ impl<'a> FootprintStore<'a> {
         Ok(from_sql(count))
     }
 }
+
+/// The advisory lock's key pruning takes (owners' trees use ids ≥ 0).
+const PRUNE_LOCK: i64 = -25;
 
 /// Forget the footprints `keep` does not keep; how many went.
 async fn prune(tx: &mut WriteTx, keep: &FootprintRetention) -> Result<u64, VolumeError> {

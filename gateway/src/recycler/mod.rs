@@ -137,8 +137,9 @@ struct Shared {
     stored_through: u64,
     /// Footprints of other gateways (or earlier runs) taken in so far.
     received: u64,
-    /// The highest number of each other gateway in the last read.
-    seen: HashMap<String, u64>,
+    /// Each other gateway: the highest of its numbers read so far, and
+    /// when it was last read (marks older than the retention go).
+    seen: HashMap<String, (u64, i64)>,
 }
 
 /// The estimator task's shared half. Share it as `Arc<Recycler>`.
@@ -306,23 +307,31 @@ impl Recycler {
             )
             .await?;
         let mut shared = self.shared();
-        let mut seen = HashMap::new();
+        // What each other gateway had been counted through before this read:
+        // a gateway whose rows drop out of one read and come back must not
+        // have them counted again, so the marks outlive a read (kept as
+        // long as its rows could be, the retention).
+        let marks: HashMap<String, u64> = shared
+            .seen
+            .iter()
+            .map(|(gateway, (seq, _))| (gateway.clone(), *seq))
+            .collect();
         let mut received = 0;
         for row in &rows {
             if row.gateway == self.gateway {
                 continue;
             }
-            let before = shared.seen.get(&row.gateway).copied().unwrap_or(0);
-            if row.record.seq > before {
+            if row.record.seq > marks.get(&row.gateway).copied().unwrap_or(0) {
                 received += 1;
             }
-            let highest = seen.entry(row.gateway.clone()).or_insert(before);
-            *highest = (*highest).max(row.record.seq);
+            let mark = shared.seen.entry(row.gateway.clone()).or_insert((0, now));
+            *mark = (mark.0.max(row.record.seq), now);
         }
+        let kept_from = now.saturating_sub(self.retention_ms());
+        shared.seen.retain(|_, (_, read_ms)| *read_ms >= kept_from);
         shared.window = rows.iter().map(|row| row.record.footprint).collect();
         shared.read_through = through;
         shared.received += received;
-        shared.seen = seen;
         Ok(())
     }
 
