@@ -11,41 +11,22 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{TestServer, sha256_hex};
+use common::TestServer;
 use gateway::config::Config;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use reqwest::StatusCode;
 use serde_json::Value;
 use volume::BlobUrl;
 
 const KIB: usize = 1 << 10;
 const MIB: usize = 1 << 20;
 
-/// Upload `size` random bytes (from `rng`) to `path` and read them back.
-async fn round_trip(server: &TestServer, path: &str, rng: &mut StdRng, size: usize) {
-    let mut content = vec![0; size];
-    rng.fill(&mut content[..]);
-    let stored = server.put(path, content.clone()).await;
-    assert!(
-        stored.status().is_success(),
-        "PUT {path}: {}",
-        stored.status()
-    );
-    let fetched = server.get(path).await;
-    assert_eq!(fetched.status(), StatusCode::OK, "GET {path}");
-    assert_eq!(
-        sha256_hex(&fetched.bytes().await.unwrap()),
-        sha256_hex(&content)
-    );
-}
-
 /// Small round trips through `server` until its threshold is engaged;
 /// the threshold then.
 async fn learn(server: &TestServer, rng: &mut StdRng) -> u64 {
     for i in 0..100 {
         let size = rng.random_range(KIB..MIB);
-        round_trip(server, &format!("small/{i}"), rng, size).await;
+        server.round_trip(&format!("small/{i}"), rng, size).await;
         let report = server.json("/admin/estimator").await;
         if let Some(threshold) = report["threshold_bytes"].as_u64() {
             return threshold;
@@ -110,7 +91,7 @@ async fn a_gateway_restarted_on_the_same_data_has_a_threshold_at_its_first_reque
     let report = third.json("/admin/estimator").await;
     assert_eq!(threshold(&report), None, "{report}");
     assert_eq!(report["footprints_from_others"], 0, "{report}");
-    round_trip(&third, "small/again", &mut rng, 100 * KIB).await;
+    third.round_trip("small/again", &mut rng, 100 * KIB).await;
     let recycler = third.state.recycler.clone();
     recycler.round().await.unwrap();
     assert_eq!(
@@ -194,7 +175,9 @@ async fn the_stored_footprints_stay_within_the_window() {
     .await;
     let mut rng = StdRng::seed_from_u64(27);
     for i in 0..60 {
-        round_trip(&server, &format!("small/{}", i % 5), &mut rng, 4 * KIB).await;
+        server
+            .round_trip(&format!("small/{}", i % 5), &mut rng, 4 * KIB)
+            .await;
     }
     // Every footprint stored by the next round, and none beyond the
     // window of this (only) gateway.

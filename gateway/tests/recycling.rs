@@ -485,29 +485,6 @@ async fn server_replace_first(server: &TestServer) {
     assert_eq!(response.status(), StatusCode::ACCEPTED);
 }
 
-/// Upload `size` random bytes (from `rng`) to `path` and read them back.
-async fn round_trip(server: &TestServer, path: &str, rng: &mut StdRng, size: usize) {
-    let mut content = vec![0; size];
-    rng.fill(&mut content[..]);
-    let stored = server.put(path, content.clone()).await;
-    assert!(
-        stored.status().is_success(),
-        "PUT {path}: {}",
-        stored.status()
-    );
-    let fetched = server
-        .client
-        .get(server.url(&format!("/files/{path}")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(fetched.status(), StatusCode::OK, "GET {path}");
-    assert_eq!(
-        sha256_hex(&fetched.bytes().await.unwrap()),
-        sha256_hex(&content)
-    );
-}
-
 /// The new user: default flags (but a short sampling interval), one
 /// client, small files and one large one. The default estimator must set a
 /// threshold within 40 requests (32 observed, then at most 8 more before
@@ -528,14 +505,16 @@ async fn the_default_estimator_engages_for_one_client_and_replaces_a_rare_large_
 
     // The user: 100 files of up to 1 MB, each uploaded and read.
     let mut rng = StdRng::seed_from_u64(7);
-    round_trip(&server, "small/first", &mut rng, 1000).await;
+    server.round_trip("small/first", &mut rng, 1000).await;
     let report = server.json("/admin/estimator").await;
     assert_eq!(report["calibration"]["progress"]["seen"], 2, "{report}");
     assert_eq!(report["calibration"]["progress"]["needed"], 32, "{report}");
     let mut engaged_after = None;
     for i in 0..100 {
         let size = rng.random_range(KIB..MIB);
-        round_trip(&server, &format!("small/{i}"), &mut rng, size).await;
+        server
+            .round_trip(&format!("small/{i}"), &mut rng, size)
+            .await;
         if engaged_after.is_none() {
             let report = server.json("/admin/estimator").await;
             if report["threshold_bytes"].is_u64() {
@@ -557,7 +536,7 @@ async fn the_default_estimator_engages_for_one_client_and_replaces_a_rare_large_
     // the 1 % budget, so each instance it grows is replaced as it ends.
     let replaced = |pool: &Value| pool["replacements"]["threshold"].as_u64().unwrap_or(0);
     let before = replaced(&server.json("/admin/pool").await);
-    round_trip(&server, "large", &mut rng, 100 * MIB).await;
+    server.round_trip("large", &mut rng, 100 * MIB).await;
     // At check-in, or at the next round if the recycling cap was taken.
     let give_up = Instant::now() + Duration::from_secs(5);
     let pool = loop {
@@ -582,7 +561,9 @@ async fn the_default_estimator_engages_for_one_client_and_replaces_a_rare_large_
         .unwrap();
     for i in 0..500 {
         let size = rng.random_range(KIB..MIB);
-        round_trip(&server, &format!("small/{}", i % 50), &mut rng, size).await;
+        server
+            .round_trip(&format!("small/{}", i % 50), &mut rng, size)
+            .await;
     }
     let report = server.json("/admin/estimator").await;
     let restarts = report["restarts"].as_u64().unwrap() - restarts_before;

@@ -95,6 +95,25 @@ impl TestServer {
             .unwrap()
     }
 
+    /// Upload `size` random bytes (from `rng`) to `path` and read them back
+    /// exactly.
+    pub async fn round_trip(&self, path: &str, rng: &mut impl RngCore, size: usize) {
+        let mut content = vec![0; size];
+        rng.fill_bytes(&mut content);
+        let stored = self.put(path, content.clone()).await;
+        assert!(
+            stored.status().is_success(),
+            "PUT {path}: {}",
+            stored.status()
+        );
+        let fetched = self.get(path).await;
+        assert_eq!(fetched.status(), reqwest::StatusCode::OK, "GET {path}");
+        assert_eq!(
+            sha256_hex(&fetched.bytes().await.unwrap()),
+            sha256_hex(&content)
+        );
+    }
+
     pub async fn delete(&self, path: &str) -> reqwest::Response {
         self.client
             .delete(self.url(&format!("/files/{path}")))
