@@ -772,6 +772,17 @@ async fn read(server: &TestServer, authorization: &str, path: &str) -> reqwest::
     .await
 }
 
+/// Run a `gateway` command while a test server answers in this test's
+/// runtime: off the runtime's one thread, so the server keeps running (a
+/// group commit it holds open is settled) while the command waits for the
+/// database. Blocking the thread instead let the command wait out SQLite's
+/// busy timeout behind a write the server could not finish.
+async fn beside_the_server<T: Send + 'static>(
+    command: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> T {
+    tokio::task::spawn_blocking(command).await.unwrap().unwrap()
+}
+
 fn gateway_command(data_dir: &std::path::Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_gateway"));
     command
@@ -836,11 +847,14 @@ async fn user_and_token_commands_manage_the_database_a_gateway_serves() {
             .status(),
         StatusCode::UNAUTHORIZED
     );
-    let revoked = gateway_command(dir.path())
-        .args(["token", "revoke", &token])
-        .output()
-        .unwrap();
-    assert!(revoked.status.success());
+    let mut revoke = gateway_command(dir.path());
+    revoke.args(["token", "revoke", &token]);
+    let revoked = beside_the_server(move || revoke.output()).await;
+    assert!(
+        revoked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&revoked.stderr)
+    );
     let response = send(
         &server,
         reqwest::Method::GET,
@@ -881,17 +895,19 @@ async fn an_open_gateway_closes_the_moment_a_user_is_added() {
         assert_eq!(read.bytes().await.unwrap().as_ref(), body.as_slice());
     }
 
-    let mut add = gateway_command(dir.path())
-        .args(["user", "add", "dave", "--admin"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    add.stdin
-        .take()
-        .unwrap()
-        .write_all(b"dave's long password\n")
-        .unwrap();
-    assert!(add.wait().unwrap().success());
+    let mut add = gateway_command(dir.path());
+    add.args(["user", "add", "dave", "--admin"])
+        .stdin(Stdio::piped());
+    let added = beside_the_server(move || {
+        let mut add = add.spawn()?;
+        add.stdin
+            .take()
+            .expect("piped")
+            .write_all(b"dave's long password\n")?;
+        add.wait()
+    })
+    .await;
+    assert!(added.success());
 
     // No pause: the first request after the command returns is refused.
     for method in [reqwest::Method::GET, reqwest::Method::HEAD] {
