@@ -58,6 +58,12 @@ impl Gateway {
     /// `configure`, both listeners (S3 unless `configure` turns it off) on
     /// free loopback ports.
     async fn start(data_dir: &Path, configure: impl FnOnce(&mut Config)) -> Self {
+        // The server's warnings and errors (what a 500 was) show with a
+        // failure.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("warn,tower_http=off")
+            .with_test_writer()
+            .try_init();
         let mut config = Config::for_data_dir(data_dir);
         config.instances = 2;
         config.s3_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
@@ -1695,6 +1701,92 @@ async fn presigned_urls_and_removed_users() {
     .await;
 }
 
+/// A completion that fails once its answer has begun (200, whitespace while
+/// the parts stream) ends in one well-formed error document: boto3 (the AWS
+/// CLI's botocore) reads its code, not a bare 500.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_completion_that_fails_late_says_why() {
+    within(Duration::from_secs(120), async {
+        let dir = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let gateway = Gateway::start(dir.path(), |_| {}).await;
+        let endpoint = gateway.endpoint();
+        let key = gateway.key(Owner::OPEN, "late").await;
+        s3_ok(&endpoint, &key, "create_bucket", json!({"Bucket": "late"})).await;
+        let created = s3_ok(
+            &endpoint,
+            &key,
+            "create_multipart_upload",
+            json!({"Bucket": "late", "Key": "late.bin"}),
+        )
+        .await;
+        let upload = created["UploadId"].as_str().unwrap().to_owned();
+        let target = ("late", "late.bin", upload.as_str());
+        let etags = vec![
+            (
+                1,
+                upload_part(
+                    &endpoint,
+                    &key,
+                    scratch.path(),
+                    target,
+                    1,
+                    &random_bytes(5 << 20),
+                )
+                .await,
+            ),
+            (
+                2,
+                upload_part(
+                    &endpoint,
+                    &key,
+                    scratch.path(),
+                    target,
+                    2,
+                    &random_bytes(1000),
+                )
+                .await,
+            ),
+        ];
+        // The second part's blob is gone from the disk (a disk fault): the
+        // completion fails after the first part has streamed by.
+        let second = files_under(dir.path())
+            .into_iter()
+            .find(|path| std::fs::metadata(path).is_ok_and(|meta| meta.len() == 1000))
+            .expect("the second part's blob");
+        std::fs::remove_file(&second).unwrap();
+        let answer = s3(
+            &endpoint,
+            &key,
+            "complete_multipart_upload",
+            json!({"Bucket": "late", "Key": "late.bin", "UploadId": upload,
+                   "MultipartUpload": completed(&etags)}),
+        )
+        .await;
+        eprintln!("completed without a part's blob: {answer}");
+        // The parts are the server's to keep: its fault, not the request's.
+        assert_eq!(answer["error"], "InternalError", "{answer}");
+        // The upload stays, to be aborted (or its part sent again).
+        let listed = s3_ok(
+            &endpoint,
+            &key,
+            "list_parts",
+            json!({"Bucket": "late", "Key": "late.bin", "UploadId": upload}),
+        )
+        .await;
+        assert_eq!(listed["Parts"].as_array().unwrap().len(), 2, "{listed}");
+        s3_ok(
+            &endpoint,
+            &key,
+            "abort_multipart_upload",
+            json!({"Bucket": "late", "Key": "late.bin", "UploadId": upload}),
+        )
+        .await;
+        gateway.stop().await;
+    })
+    .await;
+}
+
 /// Parts past the owner's quota are refused as the quota's doing (403
 /// QuotaExceeded, as tus and /files/ say), not as a too-large entity.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -2569,4 +2661,21 @@ async fn an_upload_is_out_of_another_users_reach() {
         gateway.stop().await;
     })
     .await;
+}
+
+/// Every file under `dir`, at any depth.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
 }

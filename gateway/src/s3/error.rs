@@ -59,7 +59,8 @@ pub(super) fn s3_error_of(error: AppError, not_found: S3ErrorCode) -> S3Error {
         AppError::UnsupportedMediaType(_) => (S3ErrorCode::InvalidRequest, None),
         AppError::BadGateway(_) => (S3ErrorCode::ServiceUnavailable, None),
         AppError::Integrity(_) | AppError::Internal(_) | AppError::NoSuchInstance(_) => {
-            tracing::error!(%error, "an S3 request failed");
+            // The detail (the client sees a generic message).
+            tracing::error!(?error, "an S3 request failed");
             (S3ErrorCode::InternalError, None)
         }
     };

@@ -79,6 +79,7 @@ pub(crate) fn router(
             },
         ))
         .layer(axum::middleware::from_fn(refuse_form_uploads))
+        .layer(axum::middleware::from_fn(one_xml_declaration))
         .layer(axum::middleware::from_fn(request_ids))
         .layer(TraceLayer::new_for_http()))
 }
@@ -145,6 +146,49 @@ async fn refuse_form_uploads(
             .unwrap_or_default();
     }
     next.run(request).await
+}
+
+/// Keep a `CompleteMultipartUpload` answer one XML document when its
+/// completion fails. `s3s` 0.14 answers `200` with an XML declaration,
+/// whitespace while the parts stream by, then the result; an error result
+/// comes with a second declaration, which no XML parser accepts (botocore
+/// then reports a bare `(500)` and loses the error's code). Fixed upstream
+/// in `s3s` 0.15, which needs a newer Rust than this project's 1.95.
+async fn one_xml_declaration(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use futures_util::StreamExt as _;
+    let completion = request.method() == axum::http::Method::POST
+        && request
+            .uri()
+            .query()
+            .is_some_and(|query| query.split('&').any(|pair| pair.starts_with("uploadId=")));
+    let response = next.run(request).await;
+    if !completion || response.status() != StatusCode::OK {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let mut first = true;
+    let body = body.into_data_stream().map(move |chunk| {
+        chunk.map(|chunk| match std::mem::take(&mut first) {
+            true => chunk,
+            false => after_declaration(chunk),
+        })
+    });
+    axum::response::Response::from_parts(parts, axum::body::Body::from_stream(body))
+}
+
+/// `chunk` without the XML declaration it starts with, if it does.
+fn after_declaration(chunk: bytes::Bytes) -> bytes::Bytes {
+    const OPEN: &[u8] = b"<?xml";
+    if !chunk.starts_with(OPEN) {
+        return chunk;
+    }
+    match chunk.windows(2).position(|pair| pair == b"?>") {
+        Some(end) => chunk.slice(end + 2..),
+        None => chunk,
+    }
 }
 
 /// Largest error body given its request id.

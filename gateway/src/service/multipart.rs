@@ -199,23 +199,26 @@ impl FileService {
             content_type: Some(upload.content_type.clone()).filter(|given| !given.is_empty()),
             create_only: false,
         };
-        let bytes = self.parts_bytes(&upload.id, parts).map(move |chunk| {
+        let (bytes, fault) = self.parts_bytes(&upload.id, parts);
+        let bytes = bytes.map(move |chunk| {
             if let Ok(chunk) = &chunk {
                 inspect(chunk);
             }
             chunk
         });
-        let stored = match self
-            .upload(caller, &path, options, &LockTokens::default())
-            .await
-        {
-            Ok(session) => {
-                session
-                    .send_described(Body::from_stream(bytes), Some(describe))
-                    .await
-            }
-            Err(error) => Err(error),
-        };
+        let stored = fault.blame(
+            match self
+                .upload(caller, &path, options, &LockTokens::default())
+                .await
+            {
+                Ok(session) => {
+                    session
+                        .send_described(Body::from_stream(bytes), Some(describe))
+                        .await
+                }
+                Err(error) => Err(error),
+            },
+        );
         if stored.is_ok()
             && let Err(error) = self.volume.remove_upload(None, &upload.id).await
         {

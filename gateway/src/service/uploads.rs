@@ -11,6 +11,7 @@
 //! at its path; then the parts go. Protocols (tus today, S3 multipart
 //! next) are adapters over this.
 
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -351,14 +352,16 @@ impl FileService {
         if last.size > 0 {
             parts.push(last);
         }
-        let bytes = self.parts_bytes(&upload.id, parts);
-        let stored = match self
-            .upload(caller, &path, options, &LockTokens::default())
-            .await
-        {
-            Ok(session) => session.send(Body::from_stream(bytes)).await,
-            Err(error) => Err(error),
-        };
+        let (bytes, fault) = self.parts_bytes(&upload.id, parts);
+        let stored = fault.blame(
+            match self
+                .upload(caller, &path, options, &LockTokens::default())
+                .await
+            {
+                Ok(session) => session.send(Body::from_stream(bytes)).await,
+                Err(error) => Err(error),
+            },
+        );
         let finished = match &stored {
             Ok(_) => true,
             Err(error) => is_final(error),
@@ -372,15 +375,21 @@ impl FileService {
 }
 
 impl FileService {
-    /// The bytes of upload `id`'s `parts`, one after the other.
+    /// The bytes of upload `id`'s `parts`, one after the other, and what
+    /// keeps a failure to read them.
     pub(super) fn parts_bytes<P: StoredPart>(
         &self,
         id: &str,
         parts: Vec<P>,
-    ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+    ) -> (
+        impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+        PartsFault,
+    ) {
         let volume = self.volume.clone();
         let id = id.to_owned();
-        futures_util::stream::iter(parts)
+        let fault = PartsFault::default();
+        let record = fault.clone();
+        let bytes = futures_util::stream::iter(parts)
             .then(move |part| {
                 let (volume, id) = (volume.clone(), id.clone());
                 async move { part.open(&volume, &id).await }
@@ -392,6 +401,36 @@ impl FileService {
                 })
                 .right_stream(),
             })
+            .inspect(move |chunk| {
+                if let Err(error) = chunk {
+                    record.keep(error);
+                }
+            });
+        (bytes, fault)
+    }
+}
+
+/// Why an upload's own parts could not be read, once they could not.
+/// The parts are the server's to keep: a failure to read them is the
+/// server's (a 5xx, the upload kept), whatever the upload session made of
+/// its body ending early (a client's cut body is a 4xx).
+#[derive(Debug, Clone, Default)]
+pub(super) struct PartsFault(Arc<Mutex<Option<String>>>);
+
+impl PartsFault {
+    fn keep(&self, error: &std::io::Error) {
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.get_or_insert_with(|| error.to_string());
+    }
+
+    /// `stored`, unless a part could not be read: then the server's error.
+    pub(super) fn blame<T>(&self, stored: Result<T, AppError>) -> Result<T, AppError> {
+        match self.0.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            Some(error) => Err(AppError::Internal(format!(
+                "a part of the upload could not be read: {error}"
+            ))),
+            None => stored,
+        }
     }
 }
 
