@@ -59,9 +59,12 @@ impl Gateway {
     /// free loopback ports.
     async fn start(data_dir: &Path, configure: impl FnOnce(&mut Config)) -> Self {
         // The server's warnings and errors (what a 500 was) show with a
-        // failure.
+        // failure; `RUST_LOG` shows more.
         let _ = tracing_subscriber::fmt()
-            .with_env_filter("warn,tower_http=off")
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "warn,tower_http=off".into()),
+            )
             .with_test_writer()
             .try_init();
         let mut config = Config::for_data_dir(data_dir);
