@@ -21,6 +21,10 @@ use serde::Serialize;
 
 use super::settings::{Mode, Settings, SettingsChange, SettingsError};
 
+/// Footprints a recent part must hold above its budget quantile for its
+/// estimate to count (`Policy::over_recent_windows`).
+const TAIL_SUPPORT: f64 = 4.0;
+
 /// The fixed part of the policy (flags that cannot change at run time).
 #[derive(Debug, Clone)]
 pub struct PolicyConfig {
@@ -285,8 +289,8 @@ impl Policy {
     }
 
     /// The restart-budget estimate over the whole window and over its most
-    /// recent half and quarter (those holding at least `1 / budget` and
-    /// `min_requests` requests),
+    /// recent half and quarter (those holding at least `TAIL_SUPPORT /
+    /// budget` and `min_requests` requests),
     /// whichever is highest. When sizes creep up, the recent part sees it
     /// first and keeps restarts within the budget; when they hold still,
     /// the three agree; when they fall, the whole window holds the
@@ -323,9 +327,14 @@ impl Policy {
                 best = best.lead_to(lead);
             }
         }
-        // A part too short to hold one request in 1/budget cannot tell the
-        // budget's quantile from its largest footprint: skip it.
-        let shortest = (1.0 / budget).ceil().max(self.config.min_requests as f64);
+        // A part's budget quantile rests on the footprints above it: in a
+        // part of 1/budget requests that is its largest alone, and the
+        // highest of several such parts is the noise of the rarest sizes
+        // (heavy tails lean it up). A part counts with at least
+        // `TAIL_SUPPORT` above its quantile.
+        let shortest = (TAIL_SUPPORT / budget)
+            .ceil()
+            .max(self.config.min_requests as f64);
         for part in [2, 4] {
             let len = recent.len() / part;
             if (len as f64) < shortest {
