@@ -39,7 +39,6 @@ use tokio::sync::{Semaphore, TryAcquireError};
 pub use admission::BodySize;
 use admission::QueueSlot;
 pub use dispatch::Dispatch;
-use estimator::Footprint;
 pub use footprints::FootprintLog;
 use instance::{Instance, InstanceInfo};
 pub use instance::{InstanceState, InstanceStatus};
@@ -94,8 +93,9 @@ pub enum DispatchError {
 /// How a leased instance comes back.
 #[derive(Debug)]
 enum Outcome {
-    /// It served its request, which found it at `memory_before` bytes.
-    Served { memory_before: u64 },
+    /// It served its request (with `body`), which found it at
+    /// `memory_before` bytes.
+    Served { memory_before: u64, body: BodySize },
     /// It failed; it is replaced.
     Failed(CallFailure),
     /// It was not used.
@@ -226,6 +226,7 @@ impl Pool {
         instance.handler.grant(reservation);
         Ok(Lease {
             pool: self.clone(),
+            body,
             memory_before: instance.info.memory_bytes(),
             instance: Some(instance),
         })
@@ -302,12 +303,15 @@ impl Pool {
         info.busy.store(false, Ordering::Relaxed);
         let mut grew = false;
         match &outcome {
-            Outcome::Served { memory_before } => {
+            Outcome::Served {
+                memory_before,
+                body,
+            } => {
                 info.requests.fetch_add(1, Ordering::Relaxed);
                 let memory_after = info.memory_bytes();
                 grew = memory_after > *memory_before;
                 self.footprints
-                    .record(Footprint::observed(*memory_before, memory_after));
+                    .record_served(*memory_before, memory_after, *body);
             }
             Outcome::Failed(_) => {
                 info.requests.fetch_add(1, Ordering::Relaxed);
