@@ -4,13 +4,6 @@
 //! and timed, and kept until the recycler has stored it in the database
 //! (where the gateways on one database share them): recording is a push
 //! under a lock, never a query, so the request path does no database work.
-//!
-//! A request that fit in its instance shows only a bound on its footprint
-//! (the instance's memory). Where the instances grew large (high
-//! concurrency, every one busy) that bound says little, and the estimate
-//! leans up. A body-bearing request's footprint is its body (up to the
-//! window) plus an overhead, so such a bound is tightened to the body plus
-//! the largest overhead any request that grew its instance showed.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
@@ -19,14 +12,8 @@ use estimator::Footprint;
 use tokio::sync::Notify;
 use volume::FootprintRecord;
 
-use super::admission::BodySize;
-
 /// Wake the estimator after this many new footprints.
 pub const STEP_EVERY: u64 = 8;
-
-/// Exact footprints of body-bearing requests seen before their largest
-/// overhead bounds the requests that fit.
-const OVERHEAD_EVIDENCE: u64 = 16;
 
 /// The last `capacity` footprints, oldest first, how many were ever
 /// recorded, and those not stored yet.
@@ -43,36 +30,6 @@ struct Log {
     /// Recorded, not yet stored in the database, oldest first (at most
     /// `capacity`: while the database cannot take them, the oldest go).
     unstored: VecDeque<FootprintRecord>,
-    overhead: Overhead,
-}
-
-/// What requests with a body needed beyond it, from those that grew their
-/// instance.
-#[derive(Debug, Default)]
-struct Overhead {
-    largest: u64,
-    seen: u64,
-}
-
-impl Overhead {
-    /// `footprint` of a request with `body`, a bound tightened by what the
-    /// overheads seen so far say; an exact one adds to them.
-    fn bound(&mut self, footprint: Footprint, body: BodySize) -> Footprint {
-        let BodySize::Known(body) = body else {
-            return footprint;
-        };
-        match footprint {
-            Footprint::Grew(bytes) => {
-                self.largest = self.largest.max(bytes.saturating_sub(body));
-                self.seen += 1;
-                footprint
-            }
-            Footprint::Within(bytes) if self.seen >= OVERHEAD_EVIDENCE => {
-                Footprint::Within(bytes.min(body.saturating_add(self.largest)))
-            }
-            Footprint::Within(_) => footprint,
-        }
-    }
 }
 
 /// The most recent footprints (oldest first), and how many were recorded
@@ -94,28 +51,16 @@ impl FootprintLog {
                     recorded: 0,
                 },
                 unstored: VecDeque::new(),
-                overhead: Overhead::default(),
             }),
             capacity,
             every_few: Notify::new(),
         }
     }
 
-    /// Record the footprint of a request with `body` that found its
-    /// instance at `before` bytes and left it at `after`.
-    pub fn record_served(&self, before: u64, after: u64, body: BodySize) {
-        self.record_with(|log| log.overhead.bound(Footprint::observed(before, after), body));
-    }
-
     pub fn record(&self, footprint: Footprint) {
-        self.record_with(|_| footprint);
-    }
-
-    fn record_with(&self, footprint: impl FnOnce(&mut Log) -> Footprint) {
         let timestamp_ms = volume::now_ms();
         let recorded = {
             let mut log = self.lock();
-            let footprint = footprint(&mut log);
             let window = &mut log.window;
             if window.footprints.len() == self.capacity {
                 window.footprints.pop_front();
@@ -230,32 +175,5 @@ mod tests {
         assert_eq!(seqs, vec![4, 5, 6]);
         log.stored(6);
         assert_eq!(log.unstored(), vec![]);
-    }
-
-    #[test]
-    fn a_request_that_fit_is_bounded_by_its_body_and_the_overheads_seen() {
-        const MIB: u64 = 1 << 20;
-        let log = FootprintLog::new(100);
-        let last = |log: &FootprintLog| log.after(log.recorded() - 1).footprints[0];
-        // Too little evidence yet: the instance's memory is the bound.
-        log.record_served(30 * MIB, 30 * MIB, BodySize::Known(2 * MIB));
-        assert_eq!(last(&log), Footprint::Within(30 * MIB));
-        // Requests that grew their instance: overheads of 1 MiB, once 1.5.
-        for body in 1..=OVERHEAD_EVIDENCE {
-            let overhead = if body == 3 { 3 * MIB / 2 } else { MIB };
-            log.record_served(MIB, body * MIB + overhead, BodySize::Known(body * MIB));
-            assert_eq!(last(&log), Footprint::Grew(body * MIB + overhead));
-        }
-        // Now a 2 MiB body that fit in 30 MiB needed at most 3.5 MiB.
-        log.record_served(30 * MIB, 30 * MIB, BodySize::Known(2 * MIB));
-        assert_eq!(last(&log), Footprint::Within(7 * MIB / 2));
-        // Never above what the instance held; a body of unknown size, or
-        // none, keeps the instance's bound.
-        log.record_served(3 * MIB, 3 * MIB, BodySize::Known(2 * MIB));
-        assert_eq!(last(&log), Footprint::Within(3 * MIB));
-        log.record_served(30 * MIB, 30 * MIB, BodySize::Unknown);
-        assert_eq!(last(&log), Footprint::Within(30 * MIB));
-        log.record_served(30 * MIB, 30 * MIB, BodySize::None);
-        assert_eq!(last(&log), Footprint::Within(30 * MIB));
     }
 }

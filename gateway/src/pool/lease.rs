@@ -5,7 +5,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use super::{BodySize, DispatchError, Instance, Outcome, Pool};
+use super::{DispatchError, Instance, Outcome, Pool};
 use crate::runtime::{CallFailure, HandlerInstance};
 
 /// An instance checked out of the pool for one request. If it is dropped
@@ -17,8 +17,6 @@ pub struct Lease {
     pub(super) instance: Option<Instance>,
     /// The instance's linear memory when it was leased.
     pub(super) memory_before: u64,
-    /// The body it was leased for.
-    pub(super) body: BodySize,
 }
 
 /// The answer of work spawned on a lease.
@@ -55,7 +53,6 @@ impl Lease {
             let outcome = match &result {
                 Ok(_) => Outcome::Served {
                     memory_before: self.memory_before,
-                    body: self.body,
                 },
                 Err(failure) => Outcome::Failed(failure.clone()),
             };

@@ -39,6 +39,7 @@ use tokio::sync::{Semaphore, TryAcquireError};
 pub use admission::BodySize;
 use admission::QueueSlot;
 pub use dispatch::Dispatch;
+use estimator::Footprint;
 pub use footprints::FootprintLog;
 use instance::{Instance, InstanceInfo};
 pub use instance::{InstanceState, InstanceStatus};
@@ -93,9 +94,8 @@ pub enum DispatchError {
 /// How a leased instance comes back.
 #[derive(Debug)]
 enum Outcome {
-    /// It served its request (with `body`), which found it at
-    /// `memory_before` bytes.
-    Served { memory_before: u64, body: BodySize },
+    /// It served its request, which found it at `memory_before` bytes.
+    Served { memory_before: u64 },
     /// It failed; it is replaced.
     Failed(CallFailure),
     /// It was not used.
@@ -226,7 +226,6 @@ impl Pool {
         instance.handler.grant(reservation);
         Ok(Lease {
             pool: self.clone(),
-            body,
             memory_before: instance.info.memory_bytes(),
             instance: Some(instance),
         })
@@ -303,15 +302,12 @@ impl Pool {
         info.busy.store(false, Ordering::Relaxed);
         let mut grew = false;
         match &outcome {
-            Outcome::Served {
-                memory_before,
-                body,
-            } => {
+            Outcome::Served { memory_before } => {
                 info.requests.fetch_add(1, Ordering::Relaxed);
                 let memory_after = info.memory_bytes();
                 grew = memory_after > *memory_before;
                 self.footprints
-                    .record_served(*memory_before, memory_after, *body);
+                    .record(Footprint::observed(*memory_before, memory_after));
             }
             Outcome::Failed(_) => {
                 info.requests.fetch_add(1, Ordering::Relaxed);
