@@ -188,10 +188,9 @@ impl FileService {
         caller: &Caller,
         upload: &Upload,
         parts: Vec<MultipartPart>,
-        mut inspect: impl FnMut(&[u8]) + Send + 'static,
+        inspect: impl FnMut(&[u8]) + Send + 'static,
         describe: Describe,
     ) -> Result<FileMeta, AppError> {
-        use futures_util::StreamExt as _;
         let path = FilePath::parse(&upload.path)?;
         let declared = parts.iter().map(|part| part.size).sum();
         let options = StoreOptions {
@@ -199,26 +198,17 @@ impl FileService {
             content_type: Some(upload.content_type.clone()).filter(|given| !given.is_empty()),
             create_only: false,
         };
-        let (bytes, fault) = self.parts_bytes(&upload.id, parts);
-        let bytes = bytes.map(move |chunk| {
-            if let Ok(chunk) = &chunk {
-                inspect(chunk);
-            }
-            chunk
-        });
-        let stored = fault.blame(
-            match self
-                .upload(caller, &path, options, &LockTokens::default())
-                .await
-            {
-                Ok(session) => {
-                    session
-                        .send_described(Body::from_stream(bytes), Some(describe))
-                        .await
-                }
-                Err(error) => Err(error),
-            },
-        );
+        let stored = self
+            .store_parts(
+                caller,
+                &path,
+                options,
+                &upload.id,
+                parts,
+                inspect,
+                Some(describe),
+            )
+            .await;
         if stored.is_ok()
             && let Err(error) = self.volume.remove_upload(None, &upload.id).await
         {

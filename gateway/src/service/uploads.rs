@@ -25,6 +25,7 @@ use volume::{FileMeta, FilePath, now_ms};
 
 use crate::auth::Caller;
 use crate::error::AppError;
+use crate::runtime::Describe;
 
 use super::{FileService, LockTokens, StoreOptions};
 
@@ -352,16 +353,9 @@ impl FileService {
         if last.size > 0 {
             parts.push(last);
         }
-        let (bytes, fault) = self.parts_bytes(&upload.id, parts);
-        let stored = fault.blame(
-            match self
-                .upload(caller, &path, options, &LockTokens::default())
-                .await
-            {
-                Ok(session) => session.send(Body::from_stream(bytes)).await,
-                Err(error) => Err(error),
-            },
-        );
+        let stored = self
+            .store_parts(caller, &path, options, &upload.id, parts, |_| {}, None)
+            .await;
         let finished = match &stored {
             Ok(_) => true,
             Err(error) => is_final(error),
@@ -375,9 +369,45 @@ impl FileService {
 }
 
 impl FileService {
+    /// Store upload `id`'s `parts`, one after the other, at `path` through
+    /// an instance as one upload, `inspect` seeing every byte on its way
+    /// and `describe` making what S3 keeps of it. A part that cannot be
+    /// read back is the server's fault ([`PartsFault`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn store_parts<P: StoredPart>(
+        &self,
+        caller: &Caller,
+        path: &FilePath,
+        options: StoreOptions,
+        id: &str,
+        parts: Vec<P>,
+        mut inspect: impl FnMut(&[u8]) + Send + 'static,
+        describe: Option<Describe>,
+    ) -> Result<FileMeta, AppError> {
+        let (bytes, fault) = self.parts_bytes(id, parts);
+        let bytes = bytes.inspect(move |chunk| {
+            if let Ok(chunk) = chunk {
+                inspect(chunk);
+            }
+        });
+        fault.blame(
+            match self
+                .upload(caller, path, options, &LockTokens::default())
+                .await
+            {
+                Ok(session) => {
+                    session
+                        .send_described(Body::from_stream(bytes), describe)
+                        .await
+                }
+                Err(error) => Err(error),
+            },
+        )
+    }
+
     /// The bytes of upload `id`'s `parts`, one after the other, and what
     /// keeps a failure to read them.
-    pub(super) fn parts_bytes<P: StoredPart>(
+    fn parts_bytes<P: StoredPart>(
         &self,
         id: &str,
         parts: Vec<P>,
@@ -415,7 +445,7 @@ impl FileService {
 /// server's (a 5xx, the upload kept), whatever the upload session made of
 /// its body ending early (a client's cut body is a 4xx).
 #[derive(Debug, Clone, Default)]
-pub(super) struct PartsFault(Arc<Mutex<Option<String>>>);
+struct PartsFault(Arc<Mutex<Option<String>>>);
 
 impl PartsFault {
     fn keep(&self, error: &std::io::Error) {
@@ -424,7 +454,7 @@ impl PartsFault {
     }
 
     /// `stored`, unless a part could not be read: then the server's error.
-    pub(super) fn blame<T>(&self, stored: Result<T, AppError>) -> Result<T, AppError> {
+    fn blame<T>(&self, stored: Result<T, AppError>) -> Result<T, AppError> {
         match self.0.lock().unwrap_or_else(PoisonError::into_inner).take() {
             Some(error) => Err(AppError::Internal(format!(
                 "a part of the upload could not be read: {error}"
