@@ -290,8 +290,39 @@ pub fn app(state: AppState) -> Router {
         .merge(routes::metrics::router())
         .merge(routes::web::router())
         .layer(axum::middleware::from_fn(one_host))
-        .layer(TraceLayer::new_for_http())
+        .layer(trace_layer())
         .with_state(state)
+}
+
+/// Each request's span, and its failures at DEBUG: a 4xx is the client's
+/// mistake and a 5xx the server's answer to load (503) or to a missing
+/// feature (501); the server's own faults are logged at ERROR where they
+/// happen, with their detail (`AppError::Internal`, `s3::error`).
+pub(crate) fn trace_layer()
+-> TraceLayer<tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>>
+{
+    TraceLayer::new_for_http()
+        .on_failure(tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG))
+}
+
+/// The log filter for `RUST_LOG` (`info` when unset). `s3s` logs every
+/// client's mistake at ERROR, a malformed XML body whole among them (a
+/// client could fill the disk with them, and bodies are user data), so
+/// its own events are off unless `RUST_LOG` names it: the S3 adapter logs
+/// a bounded summary of each failure itself.
+pub fn log_filter(rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
+    let spec = rust_log
+        .filter(|spec| !spec.trim().is_empty())
+        .unwrap_or("info");
+    let filter = tracing_subscriber::EnvFilter::try_new(spec)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    if spec.contains("s3s") {
+        return filter;
+    }
+    match "s3s=off".parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    }
 }
 
 /// RFC 9112 3.2: an HTTP/1.1 request without a `Host` header, or with more

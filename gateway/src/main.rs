@@ -3,14 +3,13 @@
 
 use clap::Parser;
 use gateway::cli::Cli;
-use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
+        .with_env_filter(gateway::log_filter(
+            std::env::var("RUST_LOG").ok().as_deref(),
+        ))
         .init();
     let cli = Cli::parse();
     match cli.command {

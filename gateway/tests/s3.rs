@@ -1697,3 +1697,229 @@ print(json.dumps(s3.get_object(Bucket="locks", Key="locked.txt")["Body"].read().
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------
+// What a hostile client found (issue 30): what a signature covers, how long
+// a presigned URL lives, an open gateway and web pages, the headers of a
+// stored page, and the log a client can write.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signature_covers_every_amz_header_and_presigned_urls_expire() {
+    within(Duration::from_secs(300), async {
+        let (server, key) = with_alice().await;
+        let seen = boto3_ok(
+            &server,
+            Some(&key),
+            r#"
+import base64, email.utils, hashlib, hmac, time, urllib.request, urllib.error
+def send(method, url, body=None, headers=None):
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request) as answer:
+            return answer.status, answer.read(), dict(answer.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, error.read(), dict(error.headers)
+def code(body):
+    text = body.decode()
+    return text.split("<Code>")[1].split("</Code>")[0] if "<Code>" in text else text
+out = {}
+s3.create_bucket(Bucket="bkt")
+s3.create_bucket(Bucket="other")
+s3.put_object(Bucket="other", Key="secret", Body=b"the signer's secret")
+# A presigned PUT with an unsigned x-amz-copy-source: refused, nothing copied.
+put = s3.generate_presigned_url("put_object", Params={"Bucket": "bkt", "Key": "k"}, ExpiresIn=300)
+status, body, _ = send("PUT", put, b"mine", {"x-amz-copy-source": "other/secret"})
+out["presigned_copy"] = [status, code(body), "HeadersNotSigned" in body.decode()]
+# A header-signed PUT with the header added after signing: refused too.
+def smuggle(request, **kwargs):
+    request.headers["x-amz-copy-source"] = "other/secret"
+s3.meta.events.register("before-send.s3.PutObject", smuggle)
+try:
+    s3.put_object(Bucket="bkt", Key="k2", Body=b"mine")
+    out["signed_copy"] = "accepted"
+except s3.exceptions.ClientError as error:
+    out["signed_copy"] = [error.response["ResponseMetadata"]["HTTPStatusCode"], error.response["Error"]["Code"]]
+s3.meta.events.unregister("before-send.s3.PutObject", smuggle)
+out["listed"] = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="bkt").get("Contents", []))
+# The plain presigned PUT works, and its GET reads what was put.
+out["presigned_put"] = send("PUT", put, b"mine")[0]
+get = s3.generate_presigned_url("get_object", Params={"Bucket": "bkt", "Key": "k"}, ExpiresIn=300)
+status, body, headers = send("GET", get)
+headers = {name.lower(): value for name, value in headers.items()}
+out["presigned_get"] = [status, body.decode(), headers.get("content-security-policy", ""), headers.get("x-content-type-options", "")]
+# A presigned URL for ever: refused however the parameter is spelled.
+forever = s3.generate_presigned_url("get_object", Params={"Bucket": "bkt", "Key": "k"}, ExpiresIn=4294967295)
+out["forever"] = code(send("GET", forever)[1])
+out["forever_encoded"] = code(send("GET", forever.replace("X-Amz-Expires=", "X%2DAmz%2DExpires="))[1])
+# SigV2 presigned URLs (boto3's default for generate_presigned_url before s3v4).
+from botocore.config import Config
+v2 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+    aws_access_key_id=access, aws_secret_access_key=secret,
+    config=Config(signature_version="s3", s3={"addressing_style": "path"}))
+hour = v2.generate_presigned_url("get_object", Params={"Bucket": "bkt", "Key": "k"}, ExpiresIn=3600)
+out["v2_hour"] = send("GET", hour)[0]
+century = v2.generate_presigned_url("get_object", Params={"Bucket": "bkt", "Key": "k"}, ExpiresIn=100 * 365 * 86400)
+out["v2_century"] = code(send("GET", century)[1])
+# SigV2 header auth: dated now it works; a request dated 2018 is refused.
+def v2_get(date):
+    to_sign = f"GET\n\n\n{date}\n/bkt/k"
+    signature = base64.b64encode(hmac.new(secret.encode(), to_sign.encode(), hashlib.sha1).digest()).decode()
+    status, body, _ = send("GET", f"{endpoint}/bkt/k", None, {"Date": date, "Authorization": f"AWS {access}:{signature}"})
+    return [status, code(body) if status != 200 else body.decode()]
+out["v2_now"] = v2_get(email.utils.formatdate(usegmt=True))
+out["v2_2018"] = v2_get("Mon, 01 Jan 2018 00:00:00 GMT")
+print(json.dumps(out))
+"#,
+        )
+        .await;
+        assert_eq!(seen["presigned_copy"], serde_json::json!([403, "AccessDenied", true]), "{seen}");
+        assert_eq!(seen["signed_copy"], serde_json::json!([403, "AccessDenied"]), "{seen}");
+        assert_eq!(seen["listed"], serde_json::json!([]), "nothing was copied: {seen}");
+        assert_eq!(seen["presigned_put"], 200, "{seen}");
+        assert_eq!(seen["presigned_get"][0], 200, "{seen}");
+        assert_eq!(seen["presigned_get"][1], "mine", "{seen}");
+        assert!(seen["presigned_get"][2].as_str().unwrap().contains("sandbox"), "{seen}");
+        assert_eq!(seen["presigned_get"][3], "nosniff", "{seen}");
+        assert_eq!(seen["forever"], "AuthorizationQueryParametersError", "{seen}");
+        assert_eq!(seen["forever_encoded"], "AuthorizationQueryParametersError", "{seen}");
+        assert_eq!(seen["v2_hour"], 200, "{seen}");
+        assert_eq!(seen["v2_century"], "AuthorizationQueryParametersError", "{seen}");
+        assert_eq!(seen["v2_now"], serde_json::json!([200, "mine"]), "{seen}");
+        assert_eq!(seen["v2_2018"], serde_json::json!([403, "RequestTimeTooSkewed"]), "{seen}");
+        server.stop().await;
+    })
+    .await;
+}
+
+/// The gateway binary, open (no user), with an S3 listener, its log (at
+/// the default level: no `RUST_LOG`) written to a file; stopped by PID.
+struct LoggingGateway {
+    _process: testsupport::ChildGuard,
+    s3: String,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl LoggingGateway {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let port = testsupport::free_port();
+        let s3_port = testsupport::free_port();
+        let log = dir.path().join("gateway.log");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gateway"));
+        command
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--s3-listen")
+            .arg(format!("127.0.0.1:{s3_port}"))
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(["--instances", "2"])
+            .env_remove("RUST_LOG")
+            .stdout(std::fs::File::create(dir.path().join("stdout.log")).unwrap())
+            .stderr(std::fs::File::create(&log).unwrap());
+        let process =
+            testsupport::ChildGuard::spawn(&mut command, "TERM", false, Duration::from_secs(5))
+                .unwrap();
+        let client = reqwest::Client::new();
+        let give_up = Instant::now() + Duration::from_secs(120);
+        while client
+            .get(format!("http://127.0.0.1:{port}/healthz"))
+            .send()
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < give_up, "the gateway did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Self {
+            _process: process,
+            s3: format!("http://127.0.0.1:{s3_port}"),
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// Everything the gateway has logged (both its output streams).
+    fn log(&self) -> String {
+        let mut text = std::fs::read_to_string(&self.log).unwrap();
+        let stdout = self.log.with_file_name("stdout.log");
+        text.push_str(&std::fs::read_to_string(stdout).unwrap_or_default());
+        text
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_gateway_refuses_pages_and_logs_client_mistakes_briefly() {
+    within(Duration::from_secs(300), async {
+        let gateway = LoggingGateway::start().await;
+        let client = reqwest::Client::new();
+        let s3 = &gateway.s3;
+        let status = |answer: &reqwest::Response| answer.status().as_u16();
+        // A program (no browser headers) makes a bucket and a file.
+        let made = client.put(format!("{s3}/bkt")).send().await.unwrap();
+        assert_eq!(status(&made), 200);
+        let put = client.put(format!("{s3}/bkt/keep.html")).body("<script>alert(1)</script>").send().await.unwrap();
+        assert_eq!(status(&put), 200);
+        // A stored page is served inert.
+        let page = client.get(format!("{s3}/bkt/keep.html")).send().await.unwrap();
+        assert!(page.headers()["content-security-policy"].to_str().unwrap().contains("sandbox"));
+        assert_eq!(page.headers()["x-content-type-options"], "nosniff");
+        // A page's simple POST (a form, no preflight): refused, the file stays.
+        let delete = "<Delete><Object><Key>keep.html</Key></Object></Delete>";
+        for (name, value) in [
+            ("origin", "https://evil.example"),
+            ("origin", "null"),
+            ("sec-fetch-site", "cross-site"),
+            ("sec-fetch-site", "same-origin"),
+        ] {
+            let answer = client
+                .post(format!("{s3}/bkt?delete"))
+                .header(name, value)
+                .header("content-type", "text/plain")
+                .body(delete)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(status(&answer), 403, "{name}: {value}");
+            let listed = client.get(format!("{s3}/bkt?list-type=2")).send().await.unwrap().text().await.unwrap();
+            assert!(listed.contains("<Key>keep.html</Key>"), "{name}: {value} deleted it: {listed}");
+        }
+        // A malformed 4 MiB XML body: a client's mistake, a short DEBUG line
+        // at most (nothing at the default level), not the body.
+        let before = gateway.log().len();
+        let mut malformed = String::from("<Delete><Object><Key>");
+        malformed.push_str(&"x".repeat((4 << 20) - 1024));
+        let answer = client.post(format!("{s3}/bkt?delete")).body(malformed).send().await.unwrap();
+        assert_eq!(status(&answer), 400, "malformed XML");
+        // Over the cap: 400, not a server error.
+        let answer = client
+            .post(format!("{s3}/bkt?delete"))
+            .body(vec![b'x'; 5 << 20])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(status(&answer), 400, "a body over the cap");
+        assert!(answer.text().await.unwrap().contains("MaxMessageLengthExceeded"));
+        // Other client mistakes: a missing key, a missing bucket, a
+        // feature that is not there, an expired URL.
+        for url in [
+            format!("{s3}/bkt/missing"),
+            format!("{s3}/nobucket/x"),
+            format!("{s3}/bkt?website"),
+            format!("{s3}/bkt/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=WSX%2F20180101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20180101T000000Z&X-Amz-Expires=60&X-Amz-SignedHeaders=host&X-Amz-Signature=00"),
+        ] {
+            let answer = client.get(&url).send().await.unwrap();
+            assert!(answer.status().is_client_error() || answer.status() == StatusCode::NOT_IMPLEMENTED, "{url}: {}", answer.status());
+        }
+        let delete_anyway = client.post(format!("{s3}/bkt?delete")).body(delete).send().await.unwrap();
+        assert_eq!(status(&delete_anyway), 200, "a program's DeleteObjects");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let log = gateway.log();
+        let grown = log.len() - before;
+        assert!(grown < 16 << 10, "the log grew by {grown} bytes:\n{}", &log[before..before + grown.min(4096)]);
+        let errors: Vec<&str> = log.lines().filter(|line| line.contains("ERROR")).collect();
+        assert!(errors.is_empty(), "client mistakes logged at ERROR:\n{}", errors.join("\n"));
+    })
+    .await;
+}

@@ -31,9 +31,6 @@ use crate::auth::{Authenticator, Caller, Via, addressed_to_loopback};
 /// key stops working within this.
 const KEY_CACHE_FOR: Duration = Duration::from_secs(1);
 
-/// Longest a presigned URL may live (S3's week).
-const MAX_PRESIGNED_SECONDS: u64 = 7 * 24 * 3600;
-
 /// Most keys remembered at once (a flood of unknown keys must not grow it
 /// without bound).
 const KEY_CACHE_ENTRIES: usize = 4096;
@@ -288,22 +285,6 @@ impl S3Access for KeyRing {
     /// owner; an anonymous one is served only by an open gateway, as the
     /// open tree, like every other protocol.
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
-        // A presigned URL lives at most a week, as S3 allows.
-        let expires = cx
-            .uri()
-            .query()
-            .into_iter()
-            .flat_map(|query| query.split('&'))
-            .find_map(|pair| pair.strip_prefix("X-Amz-Expires="))
-            .map(|value| value.parse::<u64>().unwrap_or(u64::MAX));
-        if expires.is_some_and(|seconds| seconds > MAX_PRESIGNED_SECONDS) {
-            let mut error = s3s::S3Error::with_message(
-                s3s::S3ErrorCode::Custom("AuthorizationQueryParametersError".into()),
-                "X-Amz-Expires must be less than a week (in seconds) that is 604800",
-            );
-            error.set_status_code(axum::http::StatusCode::BAD_REQUEST);
-            return Err(error);
-        }
         let open = self.loopback
             && self
                 .auth
@@ -333,6 +314,18 @@ impl S3Access for KeyRing {
                 }
             }
             None if open => {
+                // Any page the viewer opens could send an unsigned request
+                // here (a form's POST needs no preflight): an open gateway
+                // serves unsigned requests to programs only. Browsers mark
+                // what a page sends (`Sec-Fetch-Site`, `Origin`); an address
+                // typed by the viewer is `Sec-Fetch-Site: none`.
+                if sent_by_a_page(cx.headers()) {
+                    return Err(s3_error!(
+                        AccessDenied,
+                        "A gateway without users serves unsigned S3 requests to programs, not to \
+                         web pages: sign the request with the open tree's key (gateway key create)."
+                    ));
+                }
                 if !addressed_to_loopback(cx.headers()) {
                     return Err(s3_error!(
                         AccessDenied,
@@ -349,9 +342,45 @@ impl S3Access for KeyRing {
     }
 }
 
+/// Whether a browser says a page sent the request: `Sec-Fetch-Site` other
+/// than `none` (the viewer's own navigation), or, from browsers that send
+/// no `Sec-Fetch-*`, any `Origin`. Programs send neither.
+fn sent_by_a_page(headers: &axum::http::HeaderMap) -> bool {
+    match headers.get("sec-fetch-site") {
+        Some(site) => site != "none",
+        None => headers.contains_key(axum::http::header::ORIGIN),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pages_are_told_from_programs_and_the_viewer() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut map = axum::http::HeaderMap::new();
+            for (name, value) in pairs {
+                map.insert(*name, axum::http::HeaderValue::from_static(value));
+            }
+            map
+        };
+        assert!(!sent_by_a_page(&headers(&[])));
+        assert!(!sent_by_a_page(&headers(&[("sec-fetch-site", "none")])));
+        assert!(sent_by_a_page(&headers(&[(
+            "sec-fetch-site",
+            "same-origin"
+        )])));
+        assert!(sent_by_a_page(&headers(&[(
+            "sec-fetch-site",
+            "cross-site"
+        )])));
+        assert!(sent_by_a_page(&headers(&[("origin", "null")])));
+        assert!(sent_by_a_page(&headers(&[(
+            "origin",
+            "http://127.0.0.1:9000"
+        )])));
+    }
 
     #[test]
     fn a_sealed_secret_opens_only_with_its_master_key_and_key_id() {

@@ -16,9 +16,13 @@
 //! - `multipart`: multipart uploads as upload sessions of the service.
 //! - `info`: what S3 keeps of an object, and the checks a body passes.
 //! - `error`: the service's errors in S3's codes.
+//! - `guard`: what a request must carry before `s3s` sees it (every
+//!   `x-amz-*` header signed, presign limits, dates, a bounded XML body),
+//!   and the headers every answer carries.
 
 mod buckets;
 mod error;
+mod guard;
 mod info;
 pub mod keys;
 mod listing;
@@ -33,7 +37,6 @@ use axum::http::StatusCode;
 use s3s::dto::Timestamp;
 use s3s::service::S3ServiceBuilder;
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
-use tower_http::trace::TraceLayer;
 use volume::{FilePath, PathError, Prefix};
 
 use crate::auth::{Authenticator, Caller};
@@ -55,10 +58,10 @@ pub(crate) fn router(
     builder.set_auth(keys.clone());
     builder.set_access(keys);
     // What s3s reads whole, outside the memory budget, stays small: an XML
-    // body (1000 keys to delete, 10000 parts to complete fit in 4 MiB), and
-    // no browser form uploads at all (refused before s3s reads them).
+    // body (1000 keys to delete, 10000 parts to complete fit in 4 MiB, read
+    // by `guard`), and no browser form uploads at all (refused there).
     let mut config = s3s::config::S3Config::default();
-    config.xml_max_body_size = MAX_XML_BODY;
+    config.xml_max_body_size = guard::MAX_XML_BODY;
     config.post_object_max_file_size = 0;
     builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(
         config,
@@ -78,10 +81,13 @@ pub(crate) fn router(
                 StatusCode::INTERNAL_SERVER_ERROR
             },
         ))
-        .layer(axum::middleware::from_fn(refuse_form_uploads))
+        .layer(axum::middleware::from_fn_with_state(
+            domain.map(Arc::<str>::from),
+            guard::guard,
+        ))
         .layer(axum::middleware::from_fn(one_xml_declaration))
         .layer(axum::middleware::from_fn(request_ids))
-        .layer(TraceLayer::new_for_http()))
+        .layer(crate::trace_layer()))
 }
 
 /// Virtual-hosted-style addressing under one domain, whatever port the
@@ -112,40 +118,6 @@ impl s3s::host::S3Host for Portless {
             Ok(s3s::host::VirtualHost::new(host))
         }
     }
-}
-
-/// Largest XML request body read (`DeleteObjects`, `CompleteMultipartUpload`).
-const MAX_XML_BODY: usize = 4 << 20;
-
-/// Refuse browser form uploads (`POST` of `multipart/form-data` to a
-/// bucket): `s3s` would read the whole file into memory before any check
-/// of who sends it. Every S3 client uploads with `PUT`.
-async fn refuse_form_uploads(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let form = request.method() == axum::http::Method::POST
-        && request
-            .headers()
-            .get(axum::http::header::CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| {
-                value
-                    .trim_start()
-                    .to_ascii_lowercase()
-                    .starts_with("multipart/form-data")
-            });
-    if form {
-        let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>NotImplemented</Code>\
-                    <Message>Browser form uploads (POST Object) are not supported: upload with PUT.</Message></Error>";
-        return axum::response::Response::builder()
-            .status(StatusCode::NOT_IMPLEMENTED)
-            .header(axum::http::header::CONTENT_TYPE, "application/xml")
-            .header(axum::http::header::CONNECTION, "close")
-            .body(axum::body::Body::from(body))
-            .unwrap_or_default();
-    }
-    next.run(request).await
 }
 
 /// Keep a `CompleteMultipartUpload` answer one XML document when its
@@ -234,7 +206,7 @@ async fn request_ids(
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
                 if text.ends_with("</Error>") && !text.contains("<RequestId>") {
-                    tracing::debug!(request_id = %id, %status, body = %text, "an S3 request failed");
+                    log_failure(&id, status, &text);
                     let with_ids = format!(
                         "{}<RequestId>{id}</RequestId><HostId>{host}</HostId></Error>",
                         text.trim_end_matches("</Error>")
@@ -262,6 +234,31 @@ async fn request_ids(
         headers.insert("x-amz-id-2", value);
     }
     response
+}
+
+/// Log an S3 failure answered with the error document `text`: a bounded
+/// summary (its code and the start of its message), at DEBUG for what the
+/// client got wrong or asked of a feature that is not there (4xx, 501) or
+/// of a busy server (503); the server's own faults are logged where they
+/// happen, with their detail (`error::s3_error_of`).
+fn log_failure(id: &str, status: StatusCode, text: &str) {
+    let element = |name: &str| {
+        let open = format!("<{name}>");
+        let start = text.find(&open)? + open.len();
+        let end = text[start..].find("</")? + start;
+        Some(&text[start..end])
+    };
+    let code = element("Code").unwrap_or_default();
+    let message: String = element("Message")
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .collect();
+    if status == StatusCode::INTERNAL_SERVER_ERROR {
+        tracing::warn!(request_id = %id, %status, code, message, "an S3 request failed");
+    } else {
+        tracing::debug!(request_id = %id, %status, code, message, "an S3 request failed");
+    }
 }
 
 /// The S3 operations, answered by the file service.
