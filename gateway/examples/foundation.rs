@@ -54,6 +54,7 @@ async fn lifecycle() -> anyhow::Result<()> {
             path: "missing".into(),
             want_body: false,
             range: None,
+            if_range: None,
             if_none_match: Vec::new(),
             window: 32 * MIB as u64,
         };

@@ -570,3 +570,48 @@ async fn empty_folders_are_made_listed_kept_and_deleted_with_their_tree() {
     assert_eq!(again.status(), StatusCode::NOT_FOUND);
     server.stop().await;
 }
+
+// ---------------------------------------------------------------------------
+// If-Range: a resumed download of a replaced file gets the whole new file.
+
+both_handlers!(if_range_sends_the_whole_new_file_for_an_old_validator);
+async fn if_range_sends_the_whole_new_file_for_an_old_validator(handler: HandlerKind) {
+    use common::{IF_RANGE_NEW, IF_RANGE_OLD, assert_if_range};
+    let server = TestServer::start(|config| config.handler = handler).await;
+    assert!(
+        server
+            .put("resume.txt", IF_RANGE_OLD.to_vec())
+            .await
+            .status()
+            .is_success()
+    );
+    let first = server.get("resume.txt").await;
+    let old_etag = first.headers()[header::ETAG].to_str().unwrap().to_owned();
+    assert_eq!(old_etag, format!("\"{}\"", sha256_hex(IF_RANGE_OLD)));
+    let shared: serde_json::Value = server
+        .client
+        .post(server.url("/files/resume.txt?share"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let share_url = shared["url"].as_str().unwrap().to_owned();
+    assert!(
+        server
+            .put("resume.txt", IF_RANGE_NEW.to_vec())
+            .await
+            .status()
+            .is_success()
+    );
+    assert_if_range(
+        &server.client,
+        &server.url("/files/resume.txt"),
+        None,
+        &old_etag,
+    )
+    .await;
+    assert_if_range(&server.client, &share_url, None, &old_etag).await;
+    server.stop().await;
+}

@@ -1923,3 +1923,48 @@ async fn an_open_gateway_refuses_pages_and_logs_client_mistakes_briefly() {
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------
+// If-Range: a resumed download of a replaced object gets the whole new
+// object, judged by the ETag S3 sends (the MD5).
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_object_if_range_sends_the_whole_new_object_for_an_old_etag() {
+    within(Duration::from_secs(300), async {
+        let (server, key) = with_alice().await;
+        let answers = boto3_ok(
+            &server,
+            Some(&key),
+            r#"
+validator = {}
+def add_if_range(request, **kwargs):
+    if "value" in validator:
+        request.headers["If-Range"] = validator["value"]
+s3.meta.events.register("before-sign.s3.GetObject", add_if_range)
+s3.create_bucket(Bucket="resume")
+old = s3.put_object(Bucket="resume", Key="f.txt", Body=b"A" * 20)["ETag"]
+new = s3.put_object(Bucket="resume", Key="f.txt", Body=b"B" * 20)["ETag"]
+modified = s3.head_object(Bucket="resume", Key="f.txt")["ResponseMetadata"]["HTTPHeaders"]["last-modified"]
+out = {"old_etag": old, "new_etag": new}
+for case, value in [("old", old), ("current", new), ("date", modified),
+                    ("older", "Sun, 06 Nov 1994 08:49:37 GMT"), ("weak", "W/" + new)]:
+    validator["value"] = value
+    r = s3.get_object(Bucket="resume", Key="f.txt", Range="bytes=10-")
+    out[case] = [r["ResponseMetadata"]["HTTPStatusCode"], r["Body"].read().decode()]
+print(json.dumps(out))
+"#,
+        )
+        .await;
+        let md5 = |bytes: &[u8]| format!("\"{}\"", hex::encode(<md5::Md5 as md5::Digest>::digest(bytes)));
+        assert_eq!(answers["new_etag"], md5(&[b'B'; 20]).as_str(), "{answers}");
+        let whole = serde_json::json!([200, "B".repeat(20)]);
+        let tail = serde_json::json!([206, "B".repeat(10)]);
+        assert_eq!(answers["old"], whole, "the old ETag: {answers}");
+        assert_eq!(answers["current"], tail, "the current ETag: {answers}");
+        assert_eq!(answers["date"], tail, "Last-Modified: {answers}");
+        assert_eq!(answers["older"], whole, "an older date: {answers}");
+        assert_eq!(answers["weak"], whole, "a weak ETag: {answers}");
+        server.stop().await;
+    })
+    .await;
+}

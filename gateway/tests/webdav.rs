@@ -541,3 +541,23 @@ async fn protocol_corners() {
     assert_eq!(kept.status(), StatusCode::MULTI_STATUS);
     again.stop().await;
 }
+
+// ---------------------------------------------------------------------------
+// If-Range: a resumed download of a replaced file gets the whole new file.
+
+#[tokio::test]
+async fn if_range_sends_the_whole_new_file_for_an_old_validator() {
+    use common::{IF_RANGE_NEW, IF_RANGE_OLD, assert_if_range};
+    let server = TestServer::start(|_| {}).await;
+    let url = server.url("/dav/resume.txt");
+    let put = |body: &'static [u8]| {
+        let request = server.client.put(&url).body(body);
+        async move { request.send().await.unwrap().status() }
+    };
+    assert!(put(IF_RANGE_OLD).await.is_success());
+    let first = server.client.get(&url).send().await.unwrap();
+    let old_etag = first.headers()["etag"].to_str().unwrap().to_owned();
+    assert!(put(IF_RANGE_NEW).await.is_success());
+    assert_if_range(&server.client, &url, None, &old_etag).await;
+    server.stop().await;
+}

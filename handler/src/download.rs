@@ -103,7 +103,13 @@ impl<C> Handler<C> {
             .open(&request.path)
             .await
             .map_err(HandlerError::Volume)?;
-        let (body, first, end) = match request.range {
+        // The validator is checked against the file as opened, the content
+        // about to be sent, so a file replaced since the caller looked at it
+        // is sent whole rather than as a tail of other content.
+        let range = request
+            .range
+            .filter(|_| range::if_range_holds(request.if_range.as_ref(), &meta));
+        let (body, first, end) = match range {
             None => (FetchBody::Full, 0, meta.size),
             Some(asked) => match range::resolve(asked, meta.size) {
                 Some((first, last)) => (FetchBody::Partial((first, last)), first, last + 1),

@@ -69,11 +69,23 @@ pub enum ByteRange {
     Suffix(u64),
 }
 
+/// `If-Range`: what a ranged read's validator names (see [`crate::range::if_range_holds`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IfRange {
+    /// A strong entity tag, without quotes.
+    EntityTag(String),
+    /// An HTTP-date, in seconds since the Unix epoch.
+    Date(i64),
+    /// A weak tag or an unreadable validator: never matches.
+    Never,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchRequest {
     pub path: String,
     pub want_body: bool,
     pub range: Option<ByteRange>,
+    pub if_range: Option<IfRange>,
     pub if_none_match: Vec<String>,
     pub window: u64,
 }
@@ -242,13 +254,18 @@ macro_rules! wit_conversions {
 
         impl From<wit_handler::FetchRequest> for $crate::types::FetchRequest {
             fn from(request: wit_handler::FetchRequest) -> Self {
-                use $crate::types::ByteRange;
+                use $crate::types::{ByteRange, IfRange};
                 Self {
                     path: request.path,
                     want_body: request.want_body,
                     range: request.range.map(|range| match range {
                         wit_handler::ByteRange::FirstLast(bounds) => ByteRange::FirstLast(bounds),
                         wit_handler::ByteRange::Suffix(length) => ByteRange::Suffix(length),
+                    }),
+                    if_range: request.if_range.map(|validator| match validator {
+                        wit_handler::IfRange::EntityTag(tag) => IfRange::EntityTag(tag),
+                        wit_handler::IfRange::Date(seconds) => IfRange::Date(seconds),
+                        wit_handler::IfRange::Never => IfRange::Never,
                     }),
                     if_none_match: request.if_none_match,
                     window: request.window,
@@ -284,13 +301,18 @@ macro_rules! wit_conversions {
 
         impl From<$crate::types::FetchRequest> for wit_handler::FetchRequest {
             fn from(request: $crate::types::FetchRequest) -> Self {
-                use $crate::types::ByteRange;
+                use $crate::types::{ByteRange, IfRange};
                 Self {
                     path: request.path,
                     want_body: request.want_body,
                     range: request.range.map(|range| match range {
                         ByteRange::FirstLast(bounds) => wit_handler::ByteRange::FirstLast(bounds),
                         ByteRange::Suffix(length) => wit_handler::ByteRange::Suffix(length),
+                    }),
+                    if_range: request.if_range.map(|validator| match validator {
+                        IfRange::EntityTag(tag) => wit_handler::IfRange::EntityTag(tag),
+                        IfRange::Date(seconds) => wit_handler::IfRange::Date(seconds),
+                        IfRange::Never => wit_handler::IfRange::Never,
                     }),
                     if_none_match: request.if_none_match,
                     window: request.window,

@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::{HeaderMap, HeaderValue, Uri, header};
 
-use crate::runtime::ByteRange;
-use crate::service::{LockTokens, StoreOptions};
+use crate::runtime::{ByteRange, IfRange};
+use crate::service::{LockTokens, StoreOptions, Want};
 
 use super::if_header::IfHeader;
 
@@ -33,6 +33,48 @@ pub(crate) fn parse_range(headers: &HeaderMap) -> Option<ByteRange> {
     }
     let last: u64 = last.parse().ok()?;
     (last >= first).then_some(ByteRange::FirstLast((first, Some(last))))
+}
+
+/// The validator of `If-Range` (RFC 9110 §13.1.5), or `None` without the
+/// header. A strong entity tag is kept without its quotes; a weak one never
+/// matches (the strong comparison this header asks for fails on it), nor
+/// does a value that is neither a tag nor an HTTP-date, nor several headers:
+/// each of those sends the whole content, the safe answer.
+pub(crate) fn parse_if_range(headers: &HeaderMap) -> Option<IfRange> {
+    let mut values = headers.get_all(header::IF_RANGE).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return Some(IfRange::Never);
+    }
+    let Ok(value) = value.to_str() else {
+        return Some(IfRange::Never);
+    };
+    let value = value.trim();
+    if let Some(tag) = value
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+    {
+        return Some(if tag.contains('"') {
+            IfRange::Never
+        } else {
+            IfRange::EntityTag(tag.to_owned())
+        });
+    }
+    let seconds = httpdate::parse_http_date(value)
+        .ok()
+        .and_then(|date| date.duration_since(UNIX_EPOCH).ok())
+        .and_then(|since| i64::try_from(since.as_secs()).ok());
+    Some(seconds.map_or(IfRange::Never, IfRange::Date))
+}
+
+/// What a `GET` of a file's content asks for: its `Range`, and the
+/// `If-Range` that decides whether the range applies.
+pub(crate) fn content_wanted(headers: &HeaderMap) -> Want {
+    let range = parse_range(headers);
+    Want::Content {
+        if_range: range.and(parse_if_range(headers)),
+        range,
+    }
 }
 
 /// Entity tags from `If-None-Match`, unquoted and with any `W/` dropped
@@ -145,6 +187,20 @@ mod tests {
         assert_eq!(tags("\"abc\""), ["abc"]);
         assert_eq!(tags("W/\"abc\", \"def\""), ["abc", "def"]);
         assert_eq!(tags("*"), ["*"]);
+    }
+
+    #[test]
+    fn if_range_validators() {
+        let validator = |value| parse_if_range(&headers(header::IF_RANGE, value));
+        assert_eq!(validator("\"abc\""), Some(IfRange::EntityTag("abc".into())));
+        assert_eq!(validator("W/\"abc\""), Some(IfRange::Never));
+        assert_eq!(
+            validator("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(IfRange::Date(784_111_777))
+        );
+        assert_eq!(validator("yesterday"), Some(IfRange::Never));
+        assert_eq!(validator("\"a\"b\""), Some(IfRange::Never));
+        assert_eq!(parse_if_range(&HeaderMap::new()), None);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use volume::{FilePath, Prefix};
 
 use crate::common::answer::file_response;
 use crate::common::body::read_small_body;
-use crate::common::headers::{parse_if_none_match, parse_range, store_options};
+use crate::common::headers::{content_wanted, parse_if_none_match, store_options};
 use crate::error::AppError;
 use crate::runtime::paced_body;
 use crate::service::Want;
@@ -28,7 +28,7 @@ impl Dav<'_> {
             Node::File(meta) => {
                 let path = FilePath::parse(&meta.path)?;
                 let want = match read {
-                    Read::Content => Want::Content(parse_range(self.headers)),
+                    Read::Content => content_wanted(self.headers),
                     Read::Headers => Want::Headers,
                 };
                 let read = self

@@ -24,7 +24,8 @@ use crate::auth::Caller;
 use crate::auth::secrets::{self, ShareToken};
 use crate::common::answer::file_response;
 use crate::common::headers::{
-    has_param, insert, parse_if_none_match, parse_range, rfc3339, store_options, submitted_tokens,
+    content_wanted, has_param, insert, parse_if_none_match, rfc3339, store_options,
+    submitted_tokens,
 };
 use crate::error::AppError;
 use crate::service::{Usage, Want};
@@ -162,7 +163,7 @@ async fn get_file(
         })
         .into_response());
     }
-    let want = Want::Content(parse_range(&headers));
+    let want = content_wanted(&headers);
     let read = state
         .files
         .read(caller.owner(), &path, want, parse_if_none_match(&headers))

@@ -18,7 +18,7 @@ use axum::routing::get;
 use crate::AppState;
 use crate::auth::Caller;
 use crate::common::answer::file_response;
-use crate::common::headers::{parse_if_none_match, parse_range};
+use crate::common::headers::{content_wanted, parse_if_none_match};
 use crate::error::AppError;
 use crate::service::{SharedFile, Want};
 
@@ -43,7 +43,7 @@ async fn download(
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
     let shared = live_share(&state, &token).await?;
-    let want = Want::Content(parse_range(&headers));
+    let want = content_wanted(&headers);
     let read = state
         .files
         .read(

@@ -72,7 +72,7 @@ use bindings::{Storage, StoragePre};
 /// The values of a call, in the project's own types: the WIT bindings
 /// never leave this module.
 pub use storage_handler::types::{
-    BodyError, ByteRange, FetchBody, FetchRequest, HandlerError, StoreRequest,
+    BodyError, ByteRange, FetchBody, FetchRequest, HandlerError, IfRange, StoreRequest,
     VolumeError as GuestVolumeError,
 };
 

@@ -14,6 +14,7 @@
 //! - `objects`: objects put, read, copied and deleted.
 //! - `listing`: `ListObjects` and `ListObjectsV2` over the flat key space.
 //! - `multipart`: multipart uploads as upload sessions of the service.
+//! - `if_range`: `GetObject`'s `If-Range`, against the ETag S3 sends.
 //! - `info`: what S3 keeps of an object, and the checks a body passes.
 //! - `error`: the service's errors in S3's codes.
 //! - `guard`: what a request must carry before `s3s` sees it (every
@@ -23,6 +24,7 @@
 mod buckets;
 mod error;
 mod guard;
+mod if_range;
 mod info;
 pub mod keys;
 mod listing;

@@ -306,7 +306,7 @@ impl S3Api {
             .read_looked_up(
                 owner,
                 &source_path,
-                Want::Content(range),
+                Want::content(range),
                 Vec::new(),
                 Some(source.meta.clone()),
             )

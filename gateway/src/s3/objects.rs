@@ -14,6 +14,7 @@ use s3s::dto::{
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
 use volume::{FileMeta, FilePath, Owner, Prefix};
 
+use crate::common::headers::parse_if_range;
 use crate::error::AppError;
 use crate::runtime::{ByteRange, Describe};
 use crate::service::{LockTokens, ReadBody, StoreOptions, Want};
@@ -291,6 +292,8 @@ impl S3Api {
     ) -> S3Result<S3Response<GetObjectOutput>> {
         let caller = caller(&req)?;
         let owner = caller.owner();
+        // s3s does not parse `If-Range` into the input.
+        let asked_if_range = parse_if_range(&req.headers);
         let input = req.input;
         if input.key.ends_with('/') {
             let made = self.find_marker(owner, &input.bucket, &input.key).await?;
@@ -312,6 +315,10 @@ impl S3Api {
             if_unmodified_since: input.if_unmodified_since.as_ref(),
         }
         .check(&found.etag, found.meta.modified_ms)?;
+        // `If-Range` governs the client's `Range`, not a part's.
+        let if_range = asked_if_range
+            .filter(|_| input.range.is_some() && input.part_number.is_none())
+            .map(|asked| super::if_range::validator(asked, &found));
         let range = match input.part_number {
             Some(part) => part_range(found.info.as_ref(), input.range.is_some(), part)?,
             None => input.range,
@@ -325,7 +332,7 @@ impl S3Api {
             .read_looked_up(
                 owner,
                 &path,
-                Want::Content(range),
+                Want::Content { range, if_range },
                 Vec::new(),
                 Some(found.meta.clone()),
             )

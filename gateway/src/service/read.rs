@@ -11,17 +11,33 @@ use volume::{FileMeta, FilePath, Owner};
 
 use crate::error::AppError;
 use crate::pool::BodySize;
-use crate::runtime::{BodyError, ByteRange, FetchBody, FetchRequest, Fetched, paced_body};
+use crate::runtime::{BodyError, ByteRange, FetchBody, FetchRequest, Fetched, IfRange, paced_body};
 
 use super::FileService;
 
 /// What a read asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Want {
     /// The metadata and headers only (`HEAD`, `?meta`).
     Headers,
     /// The content, whole or one range of it.
-    Content(Option<ByteRange>),
+    Content {
+        range: Option<ByteRange>,
+        /// `If-Range`: the range applies only to the content this names
+        /// (checked by the instance against the file it opens); otherwise
+        /// the whole content is sent.
+        if_range: Option<IfRange>,
+    },
+}
+
+impl Want {
+    /// The whole content, or `range` of it, unconditionally.
+    pub(crate) fn content(range: Option<ByteRange>) -> Self {
+        Self::Content {
+            range,
+            if_range: None,
+        }
+    }
 }
 
 /// A file as read.
@@ -68,13 +84,14 @@ impl FileService {
         if_none_match: Vec<String>,
         looked_up: Option<FileMeta>,
     ) -> Result<FileRead, AppError> {
-        let (want_body, range) = match want {
-            Want::Headers => (false, None),
-            Want::Content(range) => (true, range),
+        let (want_body, range, if_range) = match want {
+            Want::Headers => (false, None, None),
+            Want::Content { range, if_range } => (true, range, if_range),
         };
         let request = FetchRequest {
             path: path.as_str().to_owned(),
             want_body,
+            if_range: if_range.filter(|_| range.is_some()),
             range,
             if_none_match,
             window: self.body_window,

@@ -245,3 +245,95 @@ impl S3TestServer {
         self.server.stop().await;
     }
 }
+
+// ---------------------------------------------------------------------------
+// If-Range (RFC 9110 §13.1.5), the same on every protocol that serves files.
+
+/// The first content `assert_if_range` expects at a URL, and what replaces it.
+pub const IF_RANGE_OLD: &[u8] = b"AAAAAAAAAAAAAAAAAAAA";
+pub const IF_RANGE_NEW: &[u8] = b"BBBBBBBBBBBBBBBBBBBB";
+
+/// `GET url` with `Range: bytes=10-` and `If-Range: validator`: the status
+/// and body.
+pub async fn get_if_range(
+    client: &reqwest::Client,
+    url: &str,
+    auth: Option<&str>,
+    validator: &str,
+) -> (reqwest::StatusCode, Vec<u8>, reqwest::header::HeaderMap) {
+    let mut request = client
+        .get(url)
+        .header(reqwest::header::RANGE, "bytes=10-")
+        .header(reqwest::header::IF_RANGE, validator);
+    if let Some(auth) = auth {
+        request = request.header(reqwest::header::AUTHORIZATION, auth);
+    }
+    let answer = request.send().await.unwrap();
+    let status = answer.status();
+    let headers = answer.headers().clone();
+    (status, answer.bytes().await.unwrap().to_vec(), headers)
+}
+
+/// `url` served [`IF_RANGE_OLD`] under `old_etag` and now serves
+/// [`IF_RANGE_NEW`]: a range resumed with the old tag gets the whole new
+/// content (200), never its tail; the current tag or `Last-Modified` gets
+/// the range (206); an older date or a weak tag, the whole content.
+pub async fn assert_if_range(
+    client: &reqwest::Client,
+    url: &str,
+    auth: Option<&str>,
+    old_etag: &str,
+) {
+    use reqwest::StatusCode;
+    let mut head = client.get(url);
+    if let Some(auth) = auth {
+        head = head.header(reqwest::header::AUTHORIZATION, auth);
+    }
+    let current = head.send().await.unwrap();
+    assert_eq!(current.status(), StatusCode::OK, "{url}");
+    let etag = current.headers()[reqwest::header::ETAG]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let modified = current.headers()[reqwest::header::LAST_MODIFIED]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(current.bytes().await.unwrap(), IF_RANGE_NEW, "{url}");
+    assert_ne!(etag, old_etag, "{url}: the file was replaced");
+
+    let whole = |(status, body, _): (StatusCode, Vec<u8>, _), case: &str| {
+        assert_eq!(status, StatusCode::OK, "{url}: {case}");
+        assert_eq!(body, IF_RANGE_NEW, "{url}: {case}");
+    };
+    let tail = |(status, body, headers): (StatusCode, Vec<u8>, reqwest::header::HeaderMap),
+                case: &str| {
+        assert_eq!(status, StatusCode::PARTIAL_CONTENT, "{url}: {case}");
+        assert_eq!(body, &IF_RANGE_NEW[10..], "{url}: {case}");
+        assert_eq!(
+            headers[reqwest::header::CONTENT_RANGE],
+            "bytes 10-19/20",
+            "{url}: {case}"
+        );
+    };
+    whole(
+        get_if_range(client, url, auth, old_etag).await,
+        "the old entity tag",
+    );
+    tail(
+        get_if_range(client, url, auth, &etag).await,
+        "the current entity tag",
+    );
+    tail(
+        get_if_range(client, url, auth, &modified).await,
+        "the Last-Modified date",
+    );
+    whole(
+        get_if_range(client, url, auth, "Sun, 06 Nov 1994 08:49:37 GMT").await,
+        "an older date",
+    );
+    whole(
+        get_if_range(client, url, auth, &format!("W/{etag}")).await,
+        "a weak entity tag",
+    );
+}
