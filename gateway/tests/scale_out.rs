@@ -5,7 +5,9 @@
 //! all the time; one gateway is killed with SIGKILL mid-run and restarted.
 //! Afterwards every path reads, through both, the last acknowledged
 //! version, every digest a row names is in the bucket, and the orphans the
-//! kill left are collected within the grace period.
+//! kill left are collected within the grace period. A second test kills one
+//! gateway on SQLite and a local directory again and again mid-delete: the
+//! restart finishes every removal a kill cut off.
 
 #![allow(clippy::unwrap_used)]
 
@@ -316,4 +318,245 @@ async fn two_gateways_share_postgres_and_s3_through_a_crash() {
         let log = gateway.log();
         assert!(!log.contains("panicked"), "a gateway panicked:\n{log}");
     }
+}
+
+// ---------------------------------------------------------------------------
+// One gateway on SQLite and a local directory, killed with SIGKILL again and
+// again while clients upload, overwrite and delete (issue 30's crash test):
+// a kill that cuts a blob's removal off leaves its ledger row `deleting`, and
+// the restart must finish it, not leave it (and its blob) for a whole lease.
+// ---------------------------------------------------------------------------
+
+const STORM_CLIENTS: usize = 6;
+const STORM_PATHS: usize = 4;
+/// How long the clients storm before each kill.
+const STORM_FOR: Duration = Duration::from_millis(1500);
+/// Kills until one has cut a removal off (each is checked while the gateway
+/// is down), and at most this many.
+const MAX_KILLS: usize = 15;
+
+/// The gateway's data directory, the same at every start.
+struct Local {
+    addr: SocketAddr,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Local {
+    fn data(&self) -> std::path::PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn start(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("gateway.log"))
+            .unwrap();
+        // The default lease and collection interval (minutes): only the
+        // collection at start can finish what a kill left.
+        let child = Command::new(env!("CARGO_BIN_EXE_gateway"))
+            .args(["--listen", &self.addr.to_string()])
+            .arg("--data-dir")
+            .arg(self.data())
+            .args(["--instances", "2", "--orphan-grace", "0s"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+
+    async fn wait_ready(&self, client: &reqwest::Client) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !client
+            .get(format!("http://{}/healthz", self.addr))
+            .send()
+            .await
+            .is_ok_and(|answer| answer.status().is_success())
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the gateway did not start:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("gateway.log")).unwrap_or_default()
+    }
+
+    /// Read the index directly (the gateway is down, or only reading).
+    fn query(&self, sql: &str) -> Vec<String> {
+        let db = rusqlite::Connection::open(self.data().join("index.sqlite")).unwrap();
+        let mut statement = db.prepare(sql).unwrap();
+        statement
+            .query_map([], |row| row.get::<_, String>(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    /// Every blob file in the local store (`blobs/<fan-out>/<sha256>`).
+    fn blob_files(&self) -> std::collections::BTreeSet<String> {
+        let mut found = std::collections::BTreeSet::new();
+        for fan_out in std::fs::read_dir(self.data().join("blobs")).unwrap() {
+            let fan_out = fan_out.unwrap().path();
+            if fan_out.is_dir() {
+                for blob in std::fs::read_dir(fan_out).unwrap() {
+                    found.insert(blob.unwrap().file_name().to_string_lossy().into_owned());
+                }
+            }
+        }
+        found
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A body of `client`'s `n`th upload: unique, so each overwrite and delete
+/// releases a blob.
+fn storm_body(client: usize, n: usize) -> Vec<u8> {
+    format!("client {client} upload {n} ")
+        .repeat(40)
+        .into_bytes()
+}
+
+/// One client's loop until `stop`: PUT (overwrite) or DELETE one of its
+/// paths. Returns what each path may hold: the acknowledged body, or one of
+/// several while a request's outcome is unknown (the kill cut it).
+async fn storm(
+    client: reqwest::Client,
+    addr: SocketAddr,
+    id: usize,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> HashMap<String, Vec<Option<Vec<u8>>>> {
+    let mut expected: HashMap<String, Vec<Option<Vec<u8>>>> = (0..STORM_PATHS)
+        .map(|p| (format!("s{id}/p{p}"), vec![None]))
+        .collect();
+    let mut n = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        n += 1;
+        let path = format!("s{id}/p{}", n % STORM_PATHS);
+        let url = format!("http://{addr}/files/{path}");
+        let state = expected.get_mut(&path).unwrap();
+        if n % 3 == 0 {
+            match client.delete(&url).send().await {
+                Ok(answer) if matches!(answer.status().as_u16(), 204 | 404) => *state = vec![None],
+                Ok(answer) => panic!("DELETE {url}: {}", answer.status()),
+                Err(error) if error.is_connect() => {
+                    tokio::time::sleep(Duration::from_millis(20)).await
+                }
+                Err(_) => state.push(None),
+            }
+        } else {
+            let body = storm_body(id, n);
+            match client.put(&url).body(body.clone()).send().await {
+                Ok(answer) if answer.status().is_success() => *state = vec![Some(body)],
+                Ok(answer) => panic!("PUT {url}: {}", answer.status()),
+                Err(error) if error.is_connect() => {
+                    tokio::time::sleep(Duration::from_millis(20)).await
+                }
+                Err(_) => state.push(Some(body)),
+            }
+        }
+    }
+    expected
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_gateway_killed_mid_delete_finishes_every_removal_at_restart() {
+    let mut gateway = Local {
+        addr: SocketAddr::from(([127, 0, 0, 1], testsupport::free_port())),
+        dir: tempfile::tempdir().unwrap(),
+        child: None,
+    };
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    gateway.start();
+    gateway.wait_ready(&client).await;
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..STORM_CLIENTS)
+        .map(|id| tokio::spawn(storm(client.clone(), gateway.addr, id, stop.clone())))
+        .collect();
+    let (mut kills, mut cut_off) = (0, Vec::new());
+    while cut_off.is_empty() && kills < MAX_KILLS {
+        tokio::time::sleep(STORM_FOR).await;
+        gateway.kill();
+        kills += 1;
+        cut_off = gateway.query("SELECT sha256 FROM blobs WHERE state = 'deleting'");
+        gateway.start();
+        gateway.wait_ready(&client).await;
+    }
+    eprintln!("{kills} kills; the last cut {} removals off", cut_off.len());
+    assert!(
+        !cut_off.is_empty(),
+        "no kill cut a removal off: the test proved nothing"
+    );
+    // The restart's collection has run (the gateway answers only after it).
+    // Bodies are never uploaded twice, so nothing names these digests again
+    // and their rows and blobs must simply be gone (the clients go on, so
+    // other removals may be under way).
+    let blobs = gateway.blob_files();
+    for digest in &cut_off {
+        let rows = gateway.query(&format!(
+            "SELECT state FROM blobs WHERE sha256 = '{digest}'"
+        ));
+        assert!(
+            rows.is_empty(),
+            "{digest}: a removal the kill cut off is left {rows:?}"
+        );
+        assert!(!blobs.contains(digest), "{digest}: its blob is left");
+    }
+
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut expected = HashMap::new();
+    for worker in clients {
+        expected.extend(worker.await.unwrap());
+    }
+    // Every path reads what was last acknowledged (or one of the candidates
+    // a cut request left).
+    for (path, candidates) in &expected {
+        let answer = client
+            .get(format!("http://{}/files/{path}", gateway.addr))
+            .send()
+            .await
+            .unwrap();
+        let got = match answer.status().as_u16() {
+            200 => Some(answer.bytes().await.unwrap().to_vec()),
+            404 => None,
+            other => panic!("GET {path}: {other}"),
+        };
+        assert!(
+            candidates.contains(&got),
+            "{path}: not a body it was given last"
+        );
+    }
+    // No blob file without a file naming it (the clients stopped, so every
+    // removal has finished).
+    let named: std::collections::BTreeSet<String> = gateway
+        .query("SELECT DISTINCT sha256 FROM files")
+        .into_iter()
+        .collect();
+    let unnamed: Vec<_> = gateway.blob_files().difference(&named).cloned().collect();
+    assert!(unnamed.is_empty(), "blob files no file names: {unnamed:?}");
+    let log = gateway.log();
+    assert!(!log.contains("panicked"), "the gateway panicked:\n{log}");
 }

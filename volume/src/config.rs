@@ -1,12 +1,18 @@
 //! Where a volume keeps what: its database, its blob store and this
-//! process's working directory, and how long garbage collection waits
-//! before it takes something over.
+//! process's working directory (and the directory's id, which names the
+//! removals it claims), and how long garbage collection waits before it
+//! takes something over.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::blobs::{BlobUrl, S3Settings};
 use crate::db::DatabaseUrl;
+use crate::error::VolumeError;
+
+/// The file in a data directory that holds the directory's id.
+const CLAIMANT_FILE: &str = "claimant";
 
 /// How long a blob the ledger does not know is left alone, by default: an
 /// upload on some gateway may have written it and be about to record it.
@@ -48,5 +54,64 @@ impl VolumeConfig {
             orphan_grace: DEFAULT_ORPHAN_GRACE,
             removal_lease: DEFAULT_REMOVAL_LEASE,
         }
+    }
+}
+
+/// The id of `data_dir`, made on first use: the ledger names the removals a
+/// process claims by it, so the next process on the same directory (one at
+/// a time uses it) knows which unfinished removals were its own.
+pub(crate) fn claimant_id(data_dir: &Path) -> Result<String, VolumeError> {
+    let file = data_dir.join(CLAIMANT_FILE);
+    match std::fs::read_to_string(&file) {
+        Ok(id) if is_claimant_id(id.trim()) => return Ok(id.trim().to_owned()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(VolumeError::io("reading the data directory's id", e)),
+    }
+    let id = new_claimant_id();
+    // Whole or absent: written aside, made durable, then renamed in place.
+    let io = |e| VolumeError::io("writing the data directory's id", e);
+    let mut staged = tempfile::NamedTempFile::new_in(data_dir).map_err(io)?;
+    staged.write_all(id.as_bytes()).map_err(io)?;
+    staged.as_file().sync_all().map_err(io)?;
+    staged.persist(&file).map_err(|e| io(e.error))?;
+    Ok(id)
+}
+
+/// 32 lowercase hex digits.
+fn is_claimant_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// 128 random bits (the standard library's per-process hash keys, over the
+/// time and the process id), as hex.
+fn new_claimant_id() -> String {
+    use std::hash::BuildHasher as _;
+    let seed = (std::process::id(), crate::types::now_ms(), nanos_now());
+    let random = std::collections::hash_map::RandomState::new();
+    let (high, low) = (random.hash_one(seed), random.hash_one((seed, 1u8)));
+    format!("{high:016x}{low:016x}")
+}
+
+/// Nanoseconds now: two ids made in one millisecond still differ.
+fn nanos_now() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_data_directory_keeps_its_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = claimant_id(dir.path()).unwrap();
+        assert!(is_claimant_id(&id), "{id}");
+        assert_eq!(claimant_id(dir.path()).unwrap(), id);
+        let other = tempfile::tempdir().unwrap();
+        assert_ne!(claimant_id(other.path()).unwrap(), id);
     }
 }

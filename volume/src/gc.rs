@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::Volume;
+use crate::db::WriteTx;
 use crate::error::VolumeError;
 use crate::ledger::{self, BlobState};
 use crate::locks;
@@ -60,7 +61,7 @@ impl Volume {
             return Ok(false);
         }
         let claim_ms = now_ms();
-        ledger::mark_deleting(&mut tx, digest, claim_ms).await?;
+        ledger::mark_deleting(&mut tx, digest, &self.claimant, claim_ms).await?;
         tx.commit().await?;
         self.finish_removal(digest, claim_ms).await?;
         Ok(true)
@@ -70,7 +71,7 @@ impl Volume {
     /// `claim_ms`, and then its ledger row (if the claim still holds).
     async fn finish_removal(&self, digest: &Digest, claim_ms: i64) -> Result<(), VolumeError> {
         self.blobs.remove(digest).await?;
-        ledger::forget(self.db(), digest, claim_ms).await
+        ledger::forget(self.db(), digest, &self.claimant, claim_ms).await
     }
 
     /// Whether a removal stamped `since_ms` has outlived the lease.
@@ -81,18 +82,39 @@ impl Volume {
 
     /// Finish a removal stamped `seen_ms` whose remover stopped, unless
     /// another process took it over (or finished it) first; returns
-    /// whether this call did.
+    /// whether this call removed the blob. If a file names the blob after
+    /// all, the removal is undone instead: the row is `stored` again and
+    /// the blob stays.
     pub(crate) async fn take_over_removal(
         &self,
         digest: &Digest,
         seen_ms: i64,
     ) -> Result<bool, VolumeError> {
-        let claim_ms = now_ms();
-        if !ledger::take_over(self.db(), digest, seen_ms, claim_ms).await? {
-            return Ok(false);
+        // A new stamp, so that the stopped remover's claim no longer holds.
+        let claim_ms = now_ms().max(seen_ms.saturating_add(1));
+        let claimed = self
+            .db()
+            .write(async |tx: &mut WriteTx| {
+                match ledger::lock(self.db(), tx, digest).await? {
+                    Some(BlobState::Deleting { since_ms }) if since_ms == seen_ms => {}
+                    // Taken over, finished or undone by another process.
+                    _ => return Ok(false),
+                }
+                if Tree::references(tx, digest).await? > 0 {
+                    // Nothing may name a blob being removed; if something
+                    // does, the file wins over the removal.
+                    tracing::warn!(%digest, "a file names a blob marked for removal; keeping it");
+                    ledger::mark_stored(tx, digest, claim_ms).await?;
+                    return Ok(false);
+                }
+                ledger::mark_deleting(tx, digest, &self.claimant, claim_ms).await?;
+                Ok(true)
+            })
+            .await?;
+        if claimed {
+            self.finish_removal(digest, claim_ms).await?;
         }
-        self.finish_removal(digest, claim_ms).await?;
-        Ok(true)
+        Ok(claimed)
     }
 
     /// Remove a blob the ledger does not know, unless it is recorded
@@ -100,9 +122,8 @@ impl Volume {
     async fn remove_unrecorded(&self, digest: &Digest) -> Result<bool, VolumeError> {
         let mut tx = self.db().begin_write().await?;
         let claim_ms = now_ms();
-        let claimed = BlobState::Deleting { since_ms: claim_ms };
         // No file can name a blob without a ledger row; checked anyway.
-        if !ledger::insert(&mut tx, digest, claimed, claim_ms).await?
+        if !ledger::insert_deleting(&mut tx, digest, &self.claimant, claim_ms).await?
             || Tree::references(&mut tx, digest).await? > 0
         {
             return Ok(false);
@@ -110,6 +131,29 @@ impl Volume {
         tx.commit().await?;
         self.finish_removal(digest, claim_ms).await?;
         Ok(true)
+    }
+
+    /// What a volume collects as it opens: first the removals its previous
+    /// run on the same data directory claimed and did not finish (a crash
+    /// or a kill came between a removal's mark and the end of its row),
+    /// taken over at once however fresh: one process at a time uses a data
+    /// directory (its temp files are cleared on the same ground), and none
+    /// of this process's removals has begun. Then a collection as any.
+    pub(crate) async fn collect_at_open(&self) -> Result<SweepReport, VolumeError> {
+        let mut finished = 0;
+        for (digest, seen_ms) in ledger::claimed_by(self.db(), &self.claimant).await? {
+            match self.take_over_removal(&digest, seen_ms).await {
+                Ok(done) => finished += usize::from(done),
+                Err(error) => {
+                    tracing::warn!(%digest, %error, "could not finish a removal; the next collection will")
+                }
+            }
+        }
+        let report = self.collect_garbage().await?;
+        Ok(SweepReport {
+            orphan_blobs_removed: report.orphan_blobs_removed + finished,
+            ..report
+        })
     }
 
     /// Collect garbage: take over removals that outlived the lease, remove

@@ -5,7 +5,9 @@
 //! removed only after a transaction that holds the same lock saw no file
 //! naming it and marked it `deleting`. So an upload on one gateway and the
 //! removal of the last reference on another serialise on one row, in
-//! PostgreSQL as in SQLite.
+//! PostgreSQL as in SQLite. A `deleting` row carries its claim: the stamp
+//! and the claimant (the remover's data directory id), so that a gateway
+//! restarted on the same directory finds the removals its last run left.
 
 use rusqlite::OptionalExtension as _;
 
@@ -24,14 +26,6 @@ pub(crate) enum BlobState {
 }
 
 impl BlobState {
-    /// The `state` column's value.
-    fn as_sql(self) -> &'static str {
-        match self {
-            Self::Stored => "stored",
-            Self::Deleting { .. } => "deleting",
-        }
-    }
-
     fn from_row(state: &str, changed_ms: i64) -> Self {
         match state {
             "stored" => Self::Stored,
@@ -81,89 +75,102 @@ pub(crate) async fn lock(
     Ok(row.map(|(state, changed)| BlobState::from_row(&state, changed)))
 }
 
-/// Insert `digest`'s row in `state` (a `Deleting` row stamped with its
-/// `since_ms`); `false` if a row appeared meanwhile (another process's), in
-/// which case nothing changed.
-pub(crate) async fn insert(
+/// Insert `digest`'s row as stored; `false` if a row appeared meanwhile
+/// (another process's), in which case nothing changed.
+pub(crate) async fn insert_stored(
     tx: &mut WriteTx,
     digest: &Digest,
-    state: BlobState,
     now_ms: i64,
 ) -> Result<bool, VolumeError> {
-    let changed_ms = match state {
-        BlobState::Stored => now_ms,
-        BlobState::Deleting { since_ms } => since_ms,
-    };
+    insert(tx, digest, "stored", now_ms, None).await
+}
+
+/// Insert `digest`'s row as being removed, claimed by `claimant` at
+/// `now_ms` (a blob the ledger did not know); `false` if a row appeared
+/// meanwhile, in which case nothing changed.
+pub(crate) async fn insert_deleting(
+    tx: &mut WriteTx,
+    digest: &Digest,
+    claimant: &str,
+    now_ms: i64,
+) -> Result<bool, VolumeError> {
+    insert(tx, digest, "deleting", now_ms, Some(claimant)).await
+}
+
+async fn insert(
+    tx: &mut WriteTx,
+    digest: &Digest,
+    state: &str,
+    now_ms: i64,
+    claimant: Option<&str>,
+) -> Result<bool, VolumeError> {
     let inserted = sql::query(
-        "INSERT INTO blobs (sha256, state, changed_ms) VALUES ($1, $2, $3)
+        "INSERT INTO blobs (sha256, state, changed_ms, claimant) VALUES ($1, $2, $3, $4)
          ON CONFLICT (sha256) DO NOTHING",
     )
     .bind(digest.as_str())
-    .bind(state.as_sql())
-    .bind(changed_ms)
+    .bind(state)
+    .bind(now_ms)
+    .bind(claimant)
     .execute(&mut **tx)
     .await?
     .rows_affected();
     Ok(inserted == 1)
 }
 
-/// Mark `digest` (locked, stored) as being removed, stamped `now_ms`: the
-/// stamp is the removal's claim, which [`forget`] and [`take_over`] check.
+/// Mark `digest` (locked) as being removed by `claimant`, stamped
+/// `now_ms`: stamp and claimant are the removal's claim, which [`forget`]
+/// checks. A row already `deleting` is claimed anew (a take-over).
 pub(crate) async fn mark_deleting(
+    tx: &mut WriteTx,
+    digest: &Digest,
+    claimant: &str,
+    now_ms: i64,
+) -> Result<(), VolumeError> {
+    sql::query(
+        "UPDATE blobs SET state = 'deleting', changed_ms = $2, claimant = $3 WHERE sha256 = $1",
+    )
+    .bind(digest.as_str())
+    .bind(now_ms)
+    .bind(claimant)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Mark `digest` (locked, `deleting`) as stored again, as of `now_ms`: a
+/// removal undone because a file names the blob.
+pub(crate) async fn mark_stored(
     tx: &mut WriteTx,
     digest: &Digest,
     now_ms: i64,
 ) -> Result<(), VolumeError> {
-    sql::query("UPDATE blobs SET state = 'deleting', changed_ms = $2 WHERE sha256 = $1")
-        .bind(digest.as_str())
-        .bind(now_ms)
-        .execute(&mut **tx)
-        .await?;
+    sql::query(
+        "UPDATE blobs SET state = 'stored', changed_ms = $2, claimant = NULL WHERE sha256 = $1",
+    )
+    .bind(digest.as_str())
+    .bind(now_ms)
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 }
 
-/// Take over a removal stamped `seen_ms` (its remover stopped), re-stamping
-/// it `now_ms`; `false` if another process took it over or finished it
-/// first. Only the process holding the current stamp removes the blob.
-pub(crate) async fn take_over(
-    db: &Database,
-    digest: &Digest,
-    seen_ms: i64,
-    now_ms: i64,
-) -> Result<bool, VolumeError> {
-    // Every write takes its turn (`Database::write`): on SQLite one issued
-    // beside a writer's transaction would wait in SQLite's busy handler,
-    // which sleeps (up to 100 ms a time) instead of queueing.
-    let claimed = db
-        .write(async |tx: &mut WriteTx| {
-            Ok(sql::query(
-                "UPDATE blobs SET changed_ms = $3
-                 WHERE sha256 = $1 AND state = 'deleting' AND changed_ms = $2",
-            )
-            .bind(digest.as_str())
-            .bind(seen_ms)
-            .bind(now_ms)
-            .execute(&mut **tx)
-            .await?
-            .rows_affected())
-        })
-        .await?;
-    Ok(claimed == 1)
-}
-
-/// Drop the row of a removed blob, if the removal stamped `claim_ms` still
-/// holds it (a later take-over owns it otherwise).
+/// Drop the row of a removed blob, if the removal `claimant` stamped
+/// `claim_ms` still holds it (a later take-over owns it otherwise).
 pub(crate) async fn forget(
     db: &Database,
     digest: &Digest,
+    claimant: &str,
     claim_ms: i64,
 ) -> Result<(), VolumeError> {
     db.write(async |tx: &mut WriteTx| {
         sql::query(
-            "DELETE FROM blobs WHERE sha256 = $1 AND state = 'deleting' AND changed_ms = $2",
+            "DELETE FROM blobs
+             WHERE sha256 = $1 AND state = 'deleting' AND changed_ms = $2 AND claimant = $3",
         )
         .bind(digest.as_str())
         .bind(claim_ms)
+        .bind(claimant)
         .execute(&mut **tx)
         .await?;
         Ok(())
@@ -200,15 +207,34 @@ pub(crate) async fn stale_deletions(
     .bind(before_ms)
     .fetch_all(db.pool())
     .await?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|(hex, stamp)| Some((Digest::parse(&hex).ok()?, stamp)))
-        .collect())
+    Ok(with_stamps(rows))
+}
+
+/// Removals `claimant` claimed, with their stamps: at a gateway's start,
+/// what its previous run on the same data directory left unfinished.
+pub(crate) async fn claimed_by(
+    db: &Database,
+    claimant: &str,
+) -> Result<Vec<(Digest, i64)>, VolumeError> {
+    let rows: Vec<(String, i64)> = sql::query_as(
+        "SELECT sha256, changed_ms FROM blobs WHERE state = 'deleting' AND claimant = $1",
+    )
+    .bind(claimant)
+    .fetch_all(db.pool())
+    .await?;
+    Ok(with_stamps(rows))
 }
 
 /// The well-formed digests among `rows` (the table's CHECK admits no other).
 fn digests(rows: Vec<(String,)>) -> Vec<Digest> {
     rows.into_iter()
         .filter_map(|(hex,)| Digest::parse(&hex).ok())
+        .collect()
+}
+
+/// The well-formed digests among `rows`, with their stamps.
+fn with_stamps(rows: Vec<(String, i64)>) -> Vec<(Digest, i64)> {
+    rows.into_iter()
+        .filter_map(|(hex, stamp)| Some((Digest::parse(&hex).ok()?, stamp)))
         .collect()
 }

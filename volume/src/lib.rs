@@ -33,7 +33,8 @@
 //! the commit that marked it `deleting`, which no file named. So a crash at
 //! any point leaves at worst a temp file, an unreferenced blob or an
 //! unfinished removal, and [`Volume::collect_garbage`] (at open, then
-//! periodically) finishes all three. Identical content is stored once: a
+//! periodically) finishes all three: at open this data directory's own
+//! unfinished removals at once, another process's once its lease is over. Identical content is stored once: a
 //! blob's reference count is the number of rows naming its digest.
 
 pub mod accounts;
@@ -83,6 +84,8 @@ pub struct Volume {
     tmp: PathBuf,
     orphan_grace: Duration,
     removal_lease: Duration,
+    /// The data directory's id: the removals this process claims name it.
+    claimant: String,
 }
 
 impl Volume {
@@ -100,11 +103,12 @@ impl Volume {
             tmp,
             orphan_grace: config.orphan_grace,
             removal_lease: config.removal_lease,
+            claimant: config::claimant_id(&config.data_dir)?,
         };
         let temp_files_removed = blobs::clear_temp(&volume.tmp).await?;
         let report = SweepReport {
             temp_files_removed,
-            ..volume.collect_garbage().await?
+            ..volume.collect_at_open().await?
         };
         Ok((volume, report))
     }
@@ -196,7 +200,7 @@ impl Volume {
                     // `stored` row, an orphan removal this very key), and
                     // one that finished before the claim finished deleting
                     // first: so the blob found now stays.
-                    if !ledger::insert(&mut tx, digest, BlobState::Stored, now_ms()).await? {
+                    if !ledger::insert_stored(&mut tx, digest, now_ms()).await? {
                         tx.rollback().await?;
                         continue;
                     }

@@ -111,7 +111,9 @@ async fn an_unfinished_removal_is_finished_then_written_again(backend: &Backend)
     // Drop the row and mark the blob as a stopped remover would have.
     delete_row_only(&volume, "f").await;
     let mut tx = volume.db().begin_write().await.unwrap();
-    ledger::mark_deleting(&mut tx, &digest, 0).await.unwrap();
+    ledger::mark_deleting(&mut tx, &digest, &volume.claimant, 0)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     assert!(exists(&volume, &digest).await);
 
@@ -132,7 +134,9 @@ async fn a_stale_removal_is_taken_over_once(backend: &Backend) {
     put(&volume, "f", b"taken over").await.unwrap();
     delete_row_only(&volume, "f").await;
     let mut tx = volume.db().begin_write().await.unwrap();
-    ledger::mark_deleting(&mut tx, &digest, 0).await.unwrap();
+    ledger::mark_deleting(&mut tx, &digest, &volume.claimant, 0)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
 
     assert!(volume.take_over_removal(&digest, 0).await.unwrap());
@@ -170,6 +174,107 @@ async fn a_young_unrecorded_blob_is_left_alone(backend: &Backend) {
     assert!(!exists(&volume, &digest).await);
 }
 
+/// Mark `digest` as being removed by `claimant` since `since_ms`, as a
+/// remover does before it removes the blob, and commit.
+async fn mark_deleting(volume: &Volume, digest: &Digest, claimant: &str, since_ms: i64) {
+    let mut tx = volume.db().begin_write().await.unwrap();
+    ledger::mark_deleting(&mut tx, digest, claimant, since_ms)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+}
+
+async fn ledger_state(volume: &Volume, digest: &Digest) -> Option<BlobState> {
+    ledger::peek(volume.db(), digest).await.unwrap()
+}
+
+/// A kill cuts removals off at either point: after the mark committed and
+/// before the blob went, or after the blob went and before its row did.
+/// The next start on the same data directory finishes both at once, not a
+/// lease later (until then the content could not even be uploaded again);
+/// another gateway's fresh removal it leaves to its lease.
+async fn removals_cut_off_by_a_kill_are_finished_at_the_next_start(backend: &Backend) {
+    let (_dir, volume, config) = backend.open_with_config().await;
+    let (marked, removed, elsewhere) = (
+        digest_of(b"marked"),
+        digest_of(b"removed"),
+        digest_of(b"elsewhere"),
+    );
+    for (name, content) in [
+        ("m", &b"marked"[..]),
+        ("r", b"removed"),
+        ("e", b"elsewhere"),
+    ] {
+        put(&volume, name, content).await.unwrap();
+        delete_row_only(&volume, name).await;
+    }
+    let now = now_ms();
+    mark_deleting(&volume, &marked, &volume.claimant, now).await;
+    mark_deleting(&volume, &removed, &volume.claimant, now).await;
+    volume.blobs.remove(&removed).await.unwrap();
+    let other_gateway = "0123456789abcdef0123456789abcdef";
+    mark_deleting(&volume, &elsewhere, other_gateway, now).await;
+    // The kill: nothing closes, nothing finishes.
+    drop(volume);
+
+    let (volume, report) = Volume::open(&config).await.unwrap();
+    assert_eq!(report.orphan_blobs_removed, 2, "{report:?}");
+    for digest in [&marked, &removed] {
+        assert!(!exists(&volume, digest).await);
+        assert_eq!(ledger_state(&volume, digest).await, None);
+    }
+    assert!(exists(&volume, &elsewhere).await);
+    assert!(matches!(
+        ledger_state(&volume, &elsewhere).await,
+        Some(BlobState::Deleting { .. })
+    ));
+    let uploaded = tokio::time::timeout(Duration::from_secs(5), put(&volume, "again", b"marked"));
+    uploaded.await.unwrap().unwrap();
+    assert_eq!(read(&volume, "again").await.unwrap().1, b"marked");
+
+    // Once the other gateway's lease is over, a collection finishes it.
+    let after_lease = Volume {
+        removal_lease: Duration::ZERO,
+        ..Volume::open(&config).await.unwrap().0
+    };
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(
+        after_lease
+            .collect_garbage()
+            .await
+            .unwrap()
+            .orphan_blobs_removed,
+        1
+    );
+    assert!(!exists(&volume, &elsewhere).await);
+    assert_eq!(ledger_state(&volume, &elsewhere).await, None);
+}
+
+/// A removal whose blob a file names (nothing should, but a file must never
+/// lose its content to one) is undone, not finished: at the next start for
+/// this directory's own removal, after the lease for another's. The row is
+/// `stored` again and the blob stays.
+async fn a_removal_of_a_blob_a_file_names_is_undone(backend: &Backend) {
+    let (_dir, volume, config) = backend.open_with_config().await;
+    let (mine, theirs) = (digest_of(b"mine"), digest_of(b"theirs"));
+    put(&volume, "mine", b"mine").await.unwrap();
+    put(&volume, "theirs", b"theirs").await.unwrap();
+    mark_deleting(&volume, &mine, &volume.claimant, now_ms()).await;
+    mark_deleting(&volume, &theirs, "0123456789abcdef0123456789abcdef", 0).await;
+    drop(volume);
+
+    let (volume, report) = Volume::open(&config).await.unwrap();
+    assert_eq!(report.orphan_blobs_removed, 0, "{report:?}");
+    for (name, digest) in [("mine", &mine), ("theirs", &theirs)] {
+        assert_eq!(ledger_state(&volume, digest).await, Some(BlobState::Stored));
+        assert_eq!(read(&volume, name).await.unwrap().1, name.as_bytes());
+    }
+    // Stored again means releasable again once the file goes.
+    volume.delete(Owner::OPEN, &path("mine")).await.unwrap();
+    assert!(!exists(&volume, &mine).await);
+    assert_eq!(ledger_state(&volume, &mine).await, None);
+}
+
 suite!(
     sweep_removes_leftovers_of_a_crash,
     a_missing_blob_is_reported_not_hidden,
@@ -177,4 +282,6 @@ suite!(
     an_unfinished_removal_is_finished_then_written_again,
     a_stale_removal_is_taken_over_once,
     a_young_unrecorded_blob_is_left_alone,
+    removals_cut_off_by_a_kill_are_finished_at_the_next_start,
+    a_removal_of_a_blob_a_file_names_is_undone,
 );
