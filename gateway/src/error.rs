@@ -177,6 +177,7 @@ impl AppError {
                 Self::QuotaExceeded(limit.to_string())
             }
             nested @ volume::VolumeError::Nested { .. } => Self::Forbidden(nested.to_string()),
+            parts @ volume::VolumeError::TooManyParts { .. } => Self::BadRequest(parts.to_string()),
             volume::VolumeError::InvalidPath(why) => Self::BadPath(why),
             other => Self::Internal(other.to_string()),
         }

@@ -210,7 +210,8 @@ async fn each_user_has_their_own_tree() {
         .map(|entry| entry["name"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(names, ["a.txt"]);
-    assert_eq!(listing["usage"]["used"], 3);
+    // Its 3 bytes and an entry's overhead (1 KiB, `volume::ENTRY_OVERHEAD`).
+    assert_eq!(listing["usage"]["used"], 3 + 1024);
     assert_eq!(listing["usage"]["quota"], Value::Null);
     let deleted = send(
         &server,
@@ -234,7 +235,11 @@ async fn each_user_has_their_own_tree() {
         .json()
         .await
         .unwrap();
-    assert_eq!(meta["usage"], json!({ "used": 6, "quota": 1 << 20 }));
+    // Two files: 6 bytes, and an entry's overhead for each.
+    assert_eq!(
+        meta["usage"],
+        json!({ "used": 6 + 2 * 1024, "quota": 1 << 20 })
+    );
     server.stop().await;
 }
 
@@ -336,8 +341,9 @@ async fn a_quota_stops_an_upload_with_nothing_stored() {
             .count(),
         0
     );
-    // Replacing the file within the quota is fine: its old size is freed.
-    let replacement = random_bytes(1 << 20);
+    // Replacing the file within the quota is fine: its old size is freed
+    // (the quota less the file's entry overhead, 1 KiB).
+    let replacement = random_bytes((1 << 20) - 1024);
     let response = send(
         &server,
         reqwest::Method::PUT,

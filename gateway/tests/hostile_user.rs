@@ -19,6 +19,9 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 const MIB: u64 = 1 << 20;
+/// What each file, folder, share link and kept upload part costs against
+/// the quota beyond its bytes (`volume::ENTRY_OVERHEAD`).
+const ENTRY: u64 = 1024;
 
 fn propfind() -> Method {
     Method::from_bytes(b"PROPFIND").unwrap()
@@ -73,9 +76,10 @@ async fn dead_properties_count_against_the_quota_and_are_refused_past_it() {
         .unwrap();
     assert_eq!(stored.status(), StatusCode::CREATED);
     let before = used(&server, "mallory").await;
-    assert_eq!(before, 8 * MIB);
+    // The file's bytes and an entry's overhead.
+    assert_eq!(before, 8 * MIB + ENTRY);
 
-    // Empty files cost no quota; their properties do.
+    // Empty files cost an entry's overhead; their properties their bytes.
     let mut answers = Vec::new();
     let mut stored_properties = 0u64;
     'files: for file in 0..4 {
@@ -379,6 +383,119 @@ async fn no_other_site_may_frame_the_page() {
             .to_str()
             .unwrap()
             .contains("frame-ancestors 'none'")
+    );
+    server.stop().await;
+}
+
+// ---------------------------------------------------------------------------
+// Issue 30: nothing a user makes is free. Each file, folder and share link
+// costs an entry's overhead against the quota, so a user with a small
+// quota cannot fill the index with empty things.
+
+/// Under a 4 KiB quota: four empty files fit, the fifth is refused (507);
+/// with one file gone, a folder fits and the next is refused; with a
+/// folder gone, a share link fits and the next is refused. The listing's
+/// `usage.used` counts every entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_files_folders_and_share_links_count_against_the_quota() {
+    let server = TestServer::start(|_| {}).await;
+    server
+        .add_user("mallory", "correct horse battery", false, Some(4 * ENTRY))
+        .await;
+    let as_mallory = |request: reqwest::RequestBuilder| {
+        request.basic_auth("mallory", Some("correct horse battery"))
+    };
+    for n in 0..4 {
+        let made = as_mallory(server.client.put(server.url(&format!("/files/empty-{n}"))))
+            .body(Vec::new())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(made.status(), StatusCode::CREATED, "empty file {n}");
+    }
+    assert_eq!(used(&server, "mallory").await, 4 * ENTRY);
+    let refused = as_mallory(server.client.put(server.url("/files/empty-4")))
+        .body(Vec::new())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.status(),
+        StatusCode::INSUFFICIENT_STORAGE,
+        "a fifth empty file"
+    );
+    let refused: Value = refused.json().await.unwrap();
+    assert_eq!(refused["error"], "quota_exceeded");
+    // Over WebDAV too.
+    let refused = as_mallory(server.client.put(server.url("/dav/empty-dav")))
+        .body(Vec::new())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.status(),
+        StatusCode::INSUFFICIENT_STORAGE,
+        "an empty file over WebDAV"
+    );
+
+    let deleted = as_mallory(server.client.delete(server.url("/files/empty-3")))
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success());
+    let made = as_mallory(server.client.post(server.url("/files/one/?folder")))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        made.status().is_success(),
+        "a folder fits: {}",
+        made.status()
+    );
+    assert_eq!(used(&server, "mallory").await, 4 * ENTRY);
+    let refused = as_mallory(server.client.post(server.url("/files/two/?folder")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.status(),
+        StatusCode::INSUFFICIENT_STORAGE,
+        "a second folder"
+    );
+    let mkcol = Method::from_bytes(b"MKCOL").unwrap();
+    let refused = as_mallory(server.client.request(mkcol, server.url("/dav/three")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.status(),
+        StatusCode::INSUFFICIENT_STORAGE,
+        "a folder over WebDAV"
+    );
+
+    let deleted = as_mallory(server.client.delete(server.url("/files/one/?recursive")))
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    let shared = as_mallory(server.client.post(server.url("/files/empty-0?share")))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        shared.status().is_success(),
+        "a share link fits: {}",
+        shared.status()
+    );
+    assert_eq!(used(&server, "mallory").await, 4 * ENTRY);
+    let refused = as_mallory(server.client.post(server.url("/files/empty-1?share")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.status(),
+        StatusCode::INSUFFICIENT_STORAGE,
+        "a second share link"
     );
     server.stop().await;
 }

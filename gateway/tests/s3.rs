@@ -1968,3 +1968,49 @@ print(json.dumps(out))
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------
+// Issue 30, the quota against a hostile client: parts sent at once are
+// weighed one at a time, as each is recorded.
+
+/// Eight 3 MiB UploadParts sent at once to one upload under a 4 MiB quota:
+/// at most one is kept, the others refused as QuotaExceeded (403), and the
+/// parts the upload keeps stay within the quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_upload_parts_never_pass_the_quota() {
+    within(Duration::from_secs(300), async {
+        let server = S3TestServer::start(|_| {}).await;
+        server.server.add_user("alice", PASSWORD, false, Some(4 << 20)).await;
+        let key = key_create(&server, Some("alice"), "tests").await;
+        let seen = boto3_ok(
+            &server,
+            Some(&key),
+            r#"
+from concurrent.futures import ThreadPoolExecutor
+s3.create_bucket(Bucket="race")
+upload = s3.create_multipart_upload(Bucket="race", Key="big")["UploadId"]
+def part(n):
+    try:
+        s3.upload_part(Bucket="race", Key="big", UploadId=upload, PartNumber=n, Body=bytes([n]) * (3 << 20))
+        return "stored"
+    except Exception as e:
+        return e.response["Error"]["Code"]
+with ThreadPoolExecutor(8) as pool:
+    answers = list(pool.map(part, range(1, 9)))
+parts = s3.list_parts(Bucket="race", Key="big", UploadId=upload).get("Parts", [])
+print(json.dumps({"answers": answers, "held": sum(p["Size"] for p in parts)}))
+"#,
+        )
+        .await;
+        let answers = seen["answers"].as_array().unwrap();
+        let stored = answers.iter().filter(|a| *a == "stored").count();
+        assert!(stored <= 1, "at most one 3 MiB part fits in 4 MiB: {seen}");
+        assert!(
+            answers.iter().all(|a| a == "stored" || a == "QuotaExceeded"),
+            "the others are the quota's refusals: {seen}"
+        );
+        assert!(seen["held"].as_u64().unwrap() <= 4 << 20, "{seen}");
+        server.stop().await;
+    })
+    .await;
+}

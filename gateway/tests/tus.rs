@@ -1333,7 +1333,11 @@ async fn a_declared_length_over_the_quota_is_refused_at_creation() {
         "unfinished uploads over what is left"
     );
     assert_eq!(alice.offset(&second).await, 0);
-    alice.send(&second, 0, &random_bytes(MIB / 4)).await;
+    // What is left: less an entry's overhead (1 KiB) for each of the two
+    // files, the first upload's part, and the part to come.
+    alice
+        .send(&second, 0, &random_bytes(MIB / 4 - 4 * KIB))
+        .await;
     server.stop().await;
 }
 
@@ -1404,5 +1408,99 @@ async fn tus_js_client_resumes_an_aborted_upload() {
     );
     assert_eq!(tus.head(&url).await.status(), StatusCode::NOT_FOUND);
     tus.assert_stored("js.bin", &content).await;
+    server.stop().await;
+}
+
+// ---------------------------------------------------------------------------
+// Issue 30, the quota and the parts against a hostile client.
+
+/// Eight 3 MiB PATCHes sent at once to eight uploads under a 4 MiB quota:
+/// each part is weighed as it is recorded, with every other upload's, so
+/// at most one is kept; the others are refused (413, the quota's) and
+/// what the uploads hold stays within the quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_patches_never_pass_the_quota() {
+    const QUOTA: u64 = 4 * MIB as u64;
+    let server = TestServer::start(|_| {}).await;
+    server
+        .add_user("alice", "alice's long password", false, Some(QUOTA))
+        .await;
+    let alice = Tus::with_token(server.addr, &server.create_token("alice").await);
+    let mut urls = Vec::new();
+    for n in 0..8 {
+        // A declared 4 MiB less a file's entry overhead (1 KiB) fits at
+        // creation; 3 MiB is not the last part.
+        let path = format!("race-{n}.bin");
+        urls.push(alice.created(Some(4 * MIB - KIB), &[("path", &path)]).await);
+    }
+    let body = random_bytes(3 * MIB);
+    let answers = futures_util::future::join_all(
+        urls.iter()
+            .map(|url| async { alice.patch(url, 0, &body).send().await.unwrap().status() }),
+    )
+    .await;
+    let kept = answers
+        .iter()
+        .filter(|status| **status == StatusCode::NO_CONTENT)
+        .count();
+    assert!(
+        kept <= 1,
+        "at most one 3 MiB part fits in 4 MiB: {answers:?}"
+    );
+    assert!(
+        answers
+            .iter()
+            .all(|status| [StatusCode::NO_CONTENT, StatusCode::PAYLOAD_TOO_LARGE].contains(status)),
+        "the others are the quota's refusals: {answers:?}"
+    );
+    let mut held = 0;
+    for url in &urls {
+        held += alice.offset(url).await;
+    }
+    assert!(held as u64 <= QUOTA, "{held} bytes held");
+    assert_eq!(held, kept * 3 * MIB);
+    // No refused part is left behind in the blob store.
+    let mut on_disk = 0;
+    for url in &urls {
+        on_disk += part_bytes(&part_files(&server.data_dir, &upload_id(url)));
+    }
+    assert_eq!(on_disk, held as u64, "refused parts are removed");
+    server.stop().await;
+}
+
+/// An upload keeps at most `MAX_PARTS` (10 000) parts, the last included:
+/// once 9 999 are kept, a PATCH that does not end the upload is refused
+/// with a 400 saying to send larger requests, and the upload stands; the
+/// rest in one request completes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parts_past_the_limit_are_refused() {
+    const MAX_PARTS: usize = 10_000;
+    let server = TestServer::start(|_| {}).await;
+    let tus = Tus::new(server.addr);
+    let content = random_bytes(MAX_PARTS + 10);
+    let url = tus
+        .created(Some(content.len()), &[("path", "crumbs.bin")])
+        .await;
+    for offset in 0..MAX_PARTS - 1 {
+        let answer = tus
+            .patch(&url, offset, &content[offset..=offset])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::NO_CONTENT, "PATCH {offset}");
+    }
+    let offset = MAX_PARTS - 1;
+    let refused = tus
+        .patch(&url, offset, &content[offset..=offset])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let why = refused.text().await.unwrap();
+    assert!(why.contains("10000 parts"), "{why}");
+    assert!(why.contains("larger"), "{why}");
+    assert_eq!(tus.offset(&url).await, offset);
+    tus.send(&url, offset, &content[offset..]).await;
+    tus.assert_stored("crumbs.bin", &content).await;
     server.stop().await;
 }

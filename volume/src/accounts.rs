@@ -11,11 +11,13 @@ use sqlx::FromRow;
 
 use crate::db::{Database, DatabaseUrl, WriteTx, sql};
 use crate::error::VolumeError;
-use crate::path::FilePath;
 use crate::tree::Tree;
 use crate::types::now_ms;
 pub use crate::types::{Owner, UserId};
-use crate::{locks, properties};
+use crate::{locks, properties, quota};
+
+mod shares;
+pub(crate) use shares::share_count;
 
 /// A user as the gateway needs it to authenticate and authorize.
 #[derive(Clone, PartialEq, Eq)]
@@ -325,14 +327,12 @@ impl Accounts {
             .await
     }
 
-    /// The bytes `owner` uses: their files' and their properties' (the
-    /// bytes of each one's namespace, name and value), what the quota
-    /// weighs.
+    /// What `owner` uses against a quota (see `quota`: their files',
+    /// properties' and unfinished uploads' bytes, and an overhead for each
+    /// entry).
     pub async fn usage(&self, owner: Owner) -> Result<u64, VolumeError> {
         let mut conn = self.db.pool().acquire().await?;
-        let files = Tree::usage(&mut conn, owner, None).await?;
-        let properties = properties::usage(&self.db, &mut conn, owner).await?;
-        Ok(files.saturating_add(properties))
+        quota::usage(&self.db, &mut conn, owner, quota::Leaving::NOTHING).await
     }
 
     /// Record a token for `user`: `hash` is what requests are matched on,
@@ -497,58 +497,6 @@ impl Accounts {
             .execute(self.db.pool())
             .await?;
         Ok(())
-    }
-
-    /// Record a share link `id` for `owner`'s `path`.
-    pub async fn add_share(
-        &self,
-        id: &str,
-        owner: Owner,
-        path: &FilePath,
-        file_created_ms: i64,
-        expires_ms: Option<i64>,
-    ) -> Result<(), VolumeError> {
-        sql::query(
-            "INSERT INTO shares (id, owner, path, file_created_ms, expires_ms, created_ms)
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(id)
-        .bind(owner.id())
-        .bind(path.as_str())
-        .bind(file_created_ms)
-        .bind(expires_ms)
-        .bind(now_ms())
-        .execute(self.db.pool())
-        .await?;
-        Ok(())
-    }
-
-    pub async fn share(&self, id: &str) -> Result<Option<Share>, VolumeError> {
-        let row: Option<(String, i64, String, i64, Option<i64>)> = sql::query_as(
-            "SELECT id, owner, path, file_created_ms, expires_ms FROM shares WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_optional(self.db.pool())
-        .await?;
-        Ok(
-            row.map(|(id, owner, path, file_created_ms, expires_ms)| Share {
-                id,
-                owner: Owner::from_id(owner),
-                path,
-                file_created_ms,
-                expires_ms,
-            }),
-        )
-    }
-
-    /// Revoke `owner`'s share link `id`; whether there was one.
-    pub async fn revoke_share(&self, id: &str, owner: Owner) -> Result<bool, VolumeError> {
-        let done = sql::query("DELETE FROM shares WHERE id = $1 AND owner = $2")
-            .bind(id)
-            .bind(owner.id())
-            .execute(self.db.pool())
-            .await?;
-        Ok(done.rows_affected() > 0)
     }
 
     /// The server secret `name`: the first gateway to ask stores `fresh`,

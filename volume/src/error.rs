@@ -25,6 +25,8 @@ pub enum VolumeError {
     Nested { from: String, to: String },
     #[error("a resource may hold at most {limit} properties")]
     TooManyProperties { limit: usize },
+    #[error("an upload may have at most {limit} parts: send the rest in larger requests")]
+    TooManyParts { limit: u32 },
     #[error("storing {size} bytes would exceed the quota of {quota} bytes ({used} in use)")]
     QuotaExceeded { quota: u64, used: u64, size: u64 },
     #[error("{context}: {source}")]

@@ -21,11 +21,13 @@
 //!   shared by the gateways on one database ([`FootprintStore`]).
 //!   [`accounts`]: users, tokens, sessions, share links and server
 //!   secrets ([`Accounts`]); every file lives in its [`Owner`]'s tree.
-//! - `quota`: what an owner uses (files and properties) against their
-//!   quota.
-//! - This file, `gc` and `transfer`: [`Volume`], whose operations order
-//!   the steps across those owners (`transfer`: WebDAV's copies and moves;
-//!   `gc`: releasing blobs and collecting garbage); [`webdav`]: the
+//! - `quota`: what an owner uses (files, folders, share links,
+//!   properties, unfinished uploads) against their quota; `accounts` asks
+//!   it for a user's usage and before it adds a share link.
+//! - This file, `gc`, `resumable` and `transfer`: [`Volume`], whose
+//!   operations order the steps across those owners (`transfer`: WebDAV's
+//!   copies and moves; `gc`: releasing blobs and collecting garbage;
+//!   `resumable`: uploads in parts); [`webdav`]: the
 //!   WebDAV-facing names and [`webdav::WebDavStore`] (properties, locks).
 //!
 //! Ordering is what keeps a crash harmless: a blob is complete in its store
@@ -52,6 +54,7 @@ mod ledger;
 mod locks;
 mod properties;
 mod quota;
+mod resumable;
 mod transfer;
 mod tree;
 mod types;
@@ -70,9 +73,20 @@ pub use crate::error::VolumeError;
 pub use crate::footprints::{FootprintRecord, FootprintRetention, FootprintStore, SharedFootprint};
 use crate::ledger::BlobState;
 pub use crate::path::{FilePath, PathError, Prefix};
+pub use crate::quota::ENTRY_OVERHEAD;
 pub use crate::samples::{ProcessSample, SampleStore};
 use crate::tree::Tree;
 pub use crate::types::{Digest, Digests, Entry, FileMeta, Listing, Owner, SweepReport, now_ms};
+
+/// What [`Volume::put_with`] keeps beside a file's content.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stored<'a> {
+    /// What the S3 API keeps of an object, as JSON, in the same row.
+    pub s3_info: Option<&'a str>,
+    /// The upload whose parts this file is made of: they count against
+    /// the owner's quota until the file is stored, and not beside it.
+    pub completes: Option<&'a str>,
+}
 
 /// The store: blobs in a blob store, metadata in a database. Several
 /// processes may open the same database and blob store at once (each with
@@ -141,14 +155,26 @@ impl Volume {
         content_type: &str,
         overwrite: bool,
     ) -> Result<FileMeta, VolumeError> {
-        self.put_with_s3_info(owner, path, staged, digests, content_type, overwrite, None)
-            .await
+        let stored = Stored {
+            s3_info: None,
+            completes: None,
+        };
+        self.put_with(
+            owner,
+            path,
+            staged,
+            digests,
+            content_type,
+            overwrite,
+            stored,
+        )
+        .await
     }
 
-    /// [`Volume::put`], keeping `s3_info` (what the S3 API keeps of an
-    /// object, as JSON) in the same row, written in the same transaction.
+    /// [`Volume::put`], with what `stored` says of the file: what the S3
+    /// API keeps of it, the upload it completes.
     #[allow(clippy::too_many_arguments)]
-    pub async fn put_with_s3_info(
+    pub async fn put_with(
         &self,
         owner: Owner,
         path: &FilePath,
@@ -156,8 +182,9 @@ impl Volume {
         digests: &Digests,
         content_type: &str,
         overwrite: bool,
-        s3_info: Option<&str>,
+        stored: Stored<'_>,
     ) -> Result<FileMeta, VolumeError> {
+        let Stored { s3_info, completes } = stored;
         let digest = &digests.sha256;
         if !overwrite && self.tree.get(owner, path).await?.is_some() {
             return Err(VolumeError::AlreadyExists(path.to_string()));
@@ -211,7 +238,11 @@ impl Volume {
                     }
                 }
             }
-            let upserted = match self.check_quota(&mut tx, owner, path, size).await {
+            let leaving = quota::Leaving {
+                file: Some(path),
+                upload: completes,
+            };
+            let upserted = match self.check_quota(&mut tx, owner, leaving, size).await {
                 Ok(()) => {
                     self.tree
                         .upsert(
@@ -253,19 +284,20 @@ impl Volume {
         }
     }
 
-    /// Refuse (with `QuotaExceeded`) to make `owner`'s `path` `size` bytes
-    /// when that takes what the owner uses (files and properties) over
-    /// their quota. Runs in the write transaction that stores the file,
-    /// holding the owner's row.
+    /// Refuse (with `QuotaExceeded`) to store a file of `size` bytes for
+    /// `owner` when that takes what they use (see `quota`), leaving out
+    /// what `leaving` names (the file it replaces, the upload it
+    /// completes), over their quota. Runs in the write transaction that
+    /// stores the file, holding the owner's row.
     async fn check_quota(
         &self,
         tx: &mut WriteTx,
         owner: Owner,
-        path: &FilePath,
+        leaving: quota::Leaving<'_>,
         size: u64,
     ) -> Result<(), VolumeError> {
         let quota = quota::lock(self.db(), tx, owner).await?;
-        quota::check(self.db(), tx, owner, quota, Some(path), size).await
+        quota::check(self.db(), tx, owner, quota, leaving, quota::cost(size)).await
     }
 
     pub async fn stat(&self, owner: Owner, path: &FilePath) -> Result<FileMeta, VolumeError> {
@@ -383,12 +415,23 @@ impl Volume {
     }
 
     /// Make the empty folder `prefix` in `owner`'s tree (it lists, and
-    /// stays, until deleted); whether it was new.
+    /// stays, until deleted); whether it was new. A new folder costs
+    /// [`ENTRY_OVERHEAD`] against the owner's quota: refused past it
+    /// (`QuotaExceeded`).
     pub async fn make_folder(&self, owner: Owner, prefix: &Prefix) -> Result<bool, VolumeError> {
         if prefix.as_str().is_empty() {
             return Ok(false);
         }
-        self.tree.make_folder(owner, prefix, now_ms()).await
+        let db = self.db();
+        db.write(async |tx: &mut WriteTx| {
+            let quota = quota::lock(db, tx, owner).await?;
+            let made = Tree::make_folder(tx, owner, prefix, now_ms()).await?;
+            if made {
+                quota::check_made(db, tx, owner, quota, quota::ENTRY_OVERHEAD).await?;
+            }
+            Ok(made)
+        })
+        .await
     }
 
     /// Delete the folder `prefix` and everything in it: files (their blobs
@@ -445,197 +488,6 @@ impl Volume {
         }
         staged.write_outboard(outboard).await?;
         self.blobs.replace(digest, &mut staged).await
-    }
-
-    /// Start a resumable upload as `id` (unique, chosen by the caller);
-    /// `None` when its owner has too many unfinished ones.
-    pub async fn create_upload(
-        &self,
-        id: &str,
-        new: &uploads::NewUpload,
-    ) -> Result<Option<uploads::Upload>, VolumeError> {
-        uploads::insert(self.db(), id, new).await
-    }
-
-    /// `owner`'s unexpired, unfinished upload `id`.
-    pub async fn find_upload(
-        &self,
-        owner: Owner,
-        id: &str,
-    ) -> Result<Option<uploads::Upload>, VolumeError> {
-        uploads::get(self.db(), owner, id).await
-    }
-
-    /// Store the `staged` bytes as a part of upload `id` starting at
-    /// `offset`, durably, without recording it: what [`Volume::append_upload`]
-    /// records, or what the request that ends an upload sends through an
-    /// instance with the recorded parts (so that, until the file is stored,
-    /// the upload stands where that request began).
-    pub async fn store_upload_part(
-        &self,
-        id: &str,
-        offset: u64,
-        mut staged: StagedBlob,
-    ) -> Result<uploads::UploadPart, VolumeError> {
-        let size = staged.len();
-        let name = if size > 0 {
-            use std::hash::BuildHasher as _;
-            let nonce = std::collections::hash_map::RandomState::new().hash_one(now_ms());
-            let name = format!("{offset:020}-{nonce:016x}");
-            self.blobs.write_part(id, &name, &mut staged).await?;
-            name
-        } else {
-            String::new()
-        };
-        Ok(uploads::UploadPart { offset, size, name })
-    }
-
-    /// Add the `staged` bytes to `owner`'s upload `id`, whose offset the
-    /// caller saw at `offset`: stored as a part of their own, then recorded
-    /// (with the upload's `length`, if it had none, and its new expiry). A
-    /// part is durable before this returns. `None` when the upload moved on
-    /// meanwhile (another request added a part) or is gone; the part is
-    /// removed again then.
-    pub async fn append_upload(
-        &self,
-        owner: Owner,
-        id: &str,
-        offset: u64,
-        staged: StagedBlob,
-        length: Option<u64>,
-        expires_ms: i64,
-    ) -> Result<Option<uploads::Upload>, VolumeError> {
-        let part = self.store_upload_part(id, offset, staged).await?;
-        let recorded = uploads::record_part(
-            self.db(),
-            owner,
-            id,
-            offset,
-            part.size,
-            &part.name,
-            length,
-            expires_ms,
-        )
-        .await?;
-        if recorded.is_none() && part.size > 0 {
-            self.blobs.remove_part(id, &part.name).await?;
-        }
-        Ok(recorded)
-    }
-
-    /// Bytes in `owner`'s unfinished uploads other than `except`: bytes
-    /// kept for them that no quota counts yet.
-    pub async fn unfinished_upload_bytes(
-        &self,
-        owner: Owner,
-        except: &str,
-    ) -> Result<u64, VolumeError> {
-        uploads::unfinished_bytes(self.db(), owner, except).await
-    }
-
-    /// The parts of upload `id`, in the order of the file.
-    pub async fn upload_parts(&self, id: &str) -> Result<Vec<uploads::UploadPart>, VolumeError> {
-        uploads::parts(self.db(), id).await
-    }
-
-    /// Part `part` of upload `id`, opened for reading.
-    pub async fn open_upload_part(
-        &self,
-        id: &str,
-        part: &uploads::UploadPart,
-    ) -> Result<BlobReader, VolumeError> {
-        self.blobs
-            .open_part(id, &part.name)
-            .await?
-            .ok_or_else(|| VolumeError::NotFound(format!("part {} of upload {id}", part.name)))
-    }
-
-    /// Forget upload `id` (`owner`'s, when given) and free its parts;
-    /// whether it was there.
-    pub async fn remove_upload(&self, owner: Option<Owner>, id: &str) -> Result<bool, VolumeError> {
-        let removed = uploads::delete(self.db(), owner, id, false).await?;
-        if removed {
-            self.blobs.remove_parts(id).await?;
-        }
-        Ok(removed)
-    }
-
-    /// Store the `staged` bytes as part `number` of `owner`'s multipart
-    /// upload `id`, durably, replacing a part of that number (`etag`: their
-    /// hex MD5; `checksum`: `ALGORITHM:base64` or empty), and move its
-    /// expiry to `expires_ms`. `None` when the upload is gone.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn store_multipart_part(
-        &self,
-        owner: Owner,
-        id: &str,
-        number: u32,
-        mut staged: StagedBlob,
-        etag: String,
-        checksum: String,
-        expires_ms: i64,
-    ) -> Result<Option<uploads::MultipartPart>, VolumeError> {
-        use std::hash::BuildHasher as _;
-        let nonce = std::collections::hash_map::RandomState::new().hash_one(now_ms());
-        let name = format!("part-{number:05}-{nonce:016x}");
-        let part = uploads::MultipartPart {
-            number,
-            size: staged.len(),
-            etag,
-            checksum,
-            name,
-            created_ms: now_ms(),
-        };
-        self.blobs.write_part(id, &part.name, &mut staged).await?;
-        match uploads::record_numbered_part(self.db(), owner, id, &part, expires_ms).await? {
-            Some(replaced) => {
-                if let Some(replaced) = replaced {
-                    self.blobs.remove_part(id, &replaced).await?;
-                }
-                Ok(Some(part))
-            }
-            None => {
-                self.blobs.remove_part(id, &part.name).await?;
-                Ok(None)
-            }
-        }
-    }
-
-    /// The recorded parts of multipart upload `id`, by number.
-    pub async fn multipart_parts(
-        &self,
-        id: &str,
-    ) -> Result<Vec<uploads::MultipartPart>, VolumeError> {
-        uploads::numbered_parts(self.db(), id).await
-    }
-
-    /// Part `part` of multipart upload `id`, opened for reading.
-    pub async fn open_multipart_part(
-        &self,
-        id: &str,
-        part: &uploads::MultipartPart,
-    ) -> Result<BlobReader, VolumeError> {
-        self.blobs
-            .open_part(id, &part.name)
-            .await?
-            .ok_or_else(|| VolumeError::NotFound(format!("part {} of upload {id}", part.number)))
-    }
-
-    /// Up to `limit` of `owner`'s unexpired multipart uploads to paths from
-    /// `from` and before `upper`, by path, then by age.
-    pub async fn multipart_uploads(
-        &self,
-        owner: Owner,
-        from: &str,
-        upper: &str,
-        limit: usize,
-    ) -> Result<Vec<uploads::Upload>, VolumeError> {
-        uploads::multipart_uploads(self.db(), owner, from, upper, limit).await
-    }
-
-    /// Unfinished uploads that have not expired.
-    pub async fn uploads_in_progress(&self) -> Result<u64, VolumeError> {
-        uploads::in_progress(self.db()).await
     }
 
     /// Whether blob `digest` is in the blob store.

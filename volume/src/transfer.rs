@@ -84,23 +84,30 @@ impl Volume {
                 db.lock_tree(tx, owner.id()).await?;
                 let source = self.tree.find(tx, owner, from).await?;
                 let now = now_ms();
+                // The bytes copied, and an entry's overhead for each file
+                // and folder (and the destination folder itself).
                 let (file_bytes, property_bytes) = match &source {
                     Found::Missing => return Err(VolumeError::NotFound(from.to_string())),
                     Found::File(meta) => (
-                        meta.size,
+                        quota::cost(meta.size),
                         properties::bytes_of(db, tx, owner, from.as_str(), None).await?,
                     ),
                     Found::Folder => {
                         let folder = folder_of(from)?;
                         let under = (depth == Depth::Infinity).then(|| upper_of(&folder));
-                        let files = match depth {
-                            Depth::Zero => 0,
+                        let (files, entries) = match depth {
+                            Depth::Zero => (0, 0),
                             Depth::Infinity => {
                                 self.tree
                                     .hold_tree(tx, owner, from, to, Some(MAX_TREE_ROWS))
                                     .await?
                             }
                         };
+                        let files = files.saturating_add(
+                            entries
+                                .saturating_add(1)
+                                .saturating_mul(quota::ENTRY_OVERHEAD),
+                        );
                         let within = under.as_deref().map(|upper| (&folder, upper));
                         let bytes =
                             properties::bytes_of(db, tx, owner, folder.as_str(), within).await?;
@@ -109,7 +116,7 @@ impl Volume {
                 };
                 let (transfer, released) = self.clear_destination(tx, owner, to, overwrite).await?;
                 let copied = file_bytes.saturating_add(property_bytes);
-                quota::check(db, tx, owner, quota, None, copied).await?;
+                quota::check(db, tx, owner, quota, quota::Leaving::NOTHING, copied).await?;
                 match source {
                     Found::Missing => {}
                     Found::File(_) => {
@@ -163,7 +170,8 @@ impl Volume {
                     .into_iter()
                     .collect();
                 properties::forget(tx, owner, to.as_str()).await?;
-                quota::check(db, tx, owner, quota, None, source.size).await?;
+                let cost = quota::cost(source.size);
+                quota::check(db, tx, owner, quota, quota::Leaving::NOTHING, cost).await?;
                 rows::copy_file(tx, owner, from, to, now_ms()).await?;
                 let copied = self
                     .tree

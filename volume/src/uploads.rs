@@ -5,14 +5,21 @@
 //! objects in the blob store (`uploads/<id>/<name>`), which
 //! [`crate::Volume`] writes before it records them here.
 
+use sqlx::AnyConnection;
+
 use crate::db::{Database, WriteTx, sql};
 use crate::error::VolumeError;
+use crate::quota;
 use crate::types::{Owner, now_ms};
 
-/// Most unfinished uploads one owner may have at once: bytes in unfinished
-/// uploads count against no quota until they become a file, so their
-/// number is bounded instead (and each expires).
+/// Most unfinished uploads one owner may have at once (each expires; the
+/// bytes and parts they keep count against their owner's quota).
 pub const MAX_UPLOADS_PER_OWNER: u64 = 64;
+
+/// Most parts one upload may have: S3's limit for multipart uploads, and
+/// tus's here (the last part included), since every part is a row and an
+/// object of its own and completion reads them all.
+pub const MAX_PARTS: u32 = 10_000;
 
 /// Which protocol's upload a row is: each sees only its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,7 +220,11 @@ pub(crate) async fn get(
 /// if that offset is still `offset` (no other request took the upload
 /// further meanwhile) and the upload has not expired; its length is set to
 /// `length` if it had none, and its expiry moved to `expires_ms`. `None`
-/// when the upload moved on or is gone.
+/// when the upload moved on or is gone. A part is refused when the upload
+/// has [`MAX_PARTS`]` - 1` already (`TooManyParts`: the rest must come in
+/// one request), or when it would take its owner past their quota
+/// (`QuotaExceeded`), weighed under the owner's user row with everything
+/// else they keep.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn record_part(
     db: &Database,
@@ -227,6 +238,20 @@ pub(crate) async fn record_part(
 ) -> Result<Option<Upload>, VolumeError> {
     let now = now_ms();
     db.write(async |tx: &mut WriteTx| {
+        // The user row before the upload's: the quota's lock order.
+        let quota = quota::lock(db, tx, owner).await?;
+        if size > 0 {
+            let (parts,): (i64,) =
+                sql::query_as("SELECT COUNT(*) FROM upload_parts WHERE upload_id = $1")
+                    .bind(id)
+                    .fetch_one(&mut **tx)
+                    .await?;
+            if parts >= i64::from(MAX_PARTS) - 1 {
+                return Err(VolumeError::TooManyParts { limit: MAX_PARTS });
+            }
+            let cost = quota::cost(size);
+            quota::check(db, tx, owner, quota, quota::Leaving::NOTHING, cost).await?;
+        }
         let moved = sql::query(
             "UPDATE uploads SET received = received + $1, expires_ms = $2, \
              length = COALESCE(length, $3) \
@@ -265,34 +290,53 @@ pub(crate) async fn record_part(
     .await
 }
 
-/// Bytes in `owner`'s unexpired uploads other than `except`.
-pub(crate) async fn unfinished_bytes(
-    db: &Database,
+/// The bytes and the parts `owner`'s unexpired uploads keep, leaving out
+/// upload `except` (one being completed), read on `conn`: what they count
+/// against the quota.
+pub(crate) async fn kept(
+    conn: &mut AnyConnection,
     owner: Owner,
-    except: &str,
-) -> Result<u64, VolumeError> {
+    except: Option<&str>,
+) -> Result<(u64, u64), VolumeError> {
     let now = now_ms();
-    let (appended,): (Option<i64>,) = sql::query_as(
-        "SELECT CAST(COALESCE(SUM(received), 0) AS BIGINT) FROM uploads \
-         WHERE owner = $1 AND id <> $2 AND expires_ms > $3",
+    // No upload id is empty: nothing left out.
+    let except = except.unwrap_or("");
+    let (appended, appended_parts): (Option<i64>, i64) = sql::query_as(
+        "SELECT CAST(COALESCE(SUM(uploads.received), 0) AS BIGINT), \
+         (SELECT COUNT(*) FROM upload_parts JOIN uploads ON uploads.id = upload_parts.upload_id \
+          WHERE uploads.owner = $1 AND uploads.id <> $2 AND uploads.expires_ms > $3) \
+         FROM uploads WHERE owner = $1 AND id <> $2 AND expires_ms > $3",
     )
     .bind(owner.id())
     .bind(except)
     .bind(now)
-    .fetch_one(db.pool())
+    .fetch_one(&mut *conn)
     .await?;
-    let (numbered,): (Option<i64>,) = sql::query_as(
-        "SELECT CAST(COALESCE(SUM(multipart_parts.size), 0) AS BIGINT) FROM multipart_parts \
-         JOIN uploads ON uploads.id = multipart_parts.upload_id \
+    let (numbered, numbered_parts): (Option<i64>, i64) = sql::query_as(
+        "SELECT CAST(COALESCE(SUM(multipart_parts.size), 0) AS BIGINT), COUNT(*) \
+         FROM multipart_parts JOIN uploads ON uploads.id = multipart_parts.upload_id \
          WHERE uploads.owner = $1 AND uploads.id <> $2 AND uploads.expires_ms > $3",
     )
     .bind(owner.id())
     .bind(except)
     .bind(now)
-    .fetch_one(db.pool())
+    .fetch_one(&mut *conn)
     .await?;
-    let bytes = |sum: Option<i64>| sum.and_then(|sum| u64::try_from(sum).ok()).unwrap_or(0);
-    Ok(bytes(appended).saturating_add(bytes(numbered)))
+    let count = |n: i64| u64::try_from(n).unwrap_or_default();
+    let bytes = |sum: Option<i64>| sum.map_or(0, count);
+    Ok((
+        bytes(appended).saturating_add(bytes(numbered)),
+        count(appended_parts).saturating_add(count(numbered_parts)),
+    ))
+}
+
+/// How many parts upload `id` keeps.
+pub(crate) async fn part_count(db: &Database, id: &str) -> Result<u64, VolumeError> {
+    let (parts,): (i64,) = sql::query_as("SELECT COUNT(*) FROM upload_parts WHERE upload_id = $1")
+        .bind(id)
+        .fetch_one(db.pool())
+        .await?;
+    Ok(u64::try_from(parts).unwrap_or_default())
 }
 
 /// The parts of upload `id`, in the order of the file.
@@ -387,6 +431,9 @@ pub(crate) async fn in_progress(db: &Database) -> Result<u64, VolumeError> {
 /// replacing a part of the same number, and move the upload's expiry to
 /// `expires_ms`: the name of the part it replaced (whose object the caller
 /// removes), as `Ok(Some(Some(name)))`; `Ok(None)` when the upload is gone.
+/// Refused (`QuotaExceeded`) when what the part adds would take its owner
+/// past their quota, weighed under the owner's user row with everything
+/// else they keep.
 pub(crate) async fn record_numbered_part(
     db: &Database,
     owner: Owner,
@@ -396,6 +443,8 @@ pub(crate) async fn record_numbered_part(
 ) -> Result<Option<Option<String>>, VolumeError> {
     let now = now_ms();
     db.write(async |tx: &mut WriteTx| {
+        // The user row before the upload's: the quota's lock order.
+        let quota = quota::lock(db, tx, owner).await?;
         let touched = sql::query(
             "UPDATE uploads SET expires_ms = $1 \
              WHERE id = $2 AND owner = $3 AND kind = 'multipart' AND expires_ms > $4",
@@ -409,13 +458,22 @@ pub(crate) async fn record_numbered_part(
         if touched.rows_affected() != 1 {
             return Ok(None);
         }
-        let replaced: Option<(String,)> = sql::query_as(
-            "SELECT name FROM multipart_parts WHERE upload_id = $1 AND part_number = $2",
+        let replaced: Option<(String, i64)> = sql::query_as(
+            "SELECT name, size FROM multipart_parts WHERE upload_id = $1 AND part_number = $2",
         )
         .bind(id)
         .bind(i64::from(part.number))
         .fetch_optional(&mut **tx)
         .await?;
+        // What the part adds beside the one it replaces; one no larger
+        // adds nothing, and is taken even past the quota (it frees room).
+        let freed = replaced.as_ref().map_or(0, |(_, size)| {
+            quota::cost(u64::try_from(*size).unwrap_or_default())
+        });
+        let added = quota::cost(part.size).saturating_sub(freed);
+        if added > 0 {
+            quota::check(db, tx, owner, quota, quota::Leaving::NOTHING, added).await?;
+        }
         sql::query(
             "INSERT INTO multipart_parts \
              (upload_id, part_number, size, etag, checksum, name, created_ms) \
@@ -433,7 +491,7 @@ pub(crate) async fn record_numbered_part(
         .bind(part.created_ms)
         .execute(&mut **tx)
         .await?;
-        Ok(Some(replaced.map(|(name,)| name)))
+        Ok(Some(replaced.map(|(name, _)| name)))
     })
     .await
 }

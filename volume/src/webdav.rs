@@ -91,7 +91,7 @@ impl WebDavStore<'_> {
             if let Some(quota) = quota {
                 let after = properties::usage(db, tx, owner).await?;
                 let added = after.saturating_sub(before);
-                let used_now = quota::usage(db, tx, owner, None).await?;
+                let used_now = quota::usage(db, tx, owner, quota::Leaving::NOTHING).await?;
                 if added > 0 && used_now > quota {
                     return Err(VolumeError::QuotaExceeded {
                         quota,

@@ -150,6 +150,9 @@ pub struct Upload {
     describe: Option<Describe>,
     /// Where each chunk goes on its way to the guest; taken by `volume.put`.
     staged: Option<StagedBlob>,
+    /// The upload whose parts this body is (their bytes count against the
+    /// quota until the file is stored, not beside it).
+    completes: Option<String>,
     /// Most bytes the body may have.
     limit: u64,
     received: u64,
@@ -177,6 +180,12 @@ impl Upload {
         self
     }
 
+    /// The body is the parts of upload `id`, completing it.
+    pub fn completing(mut self, id: String) -> Self {
+        self.completes = Some(id);
+        self
+    }
+
     /// `body` as the client sends it, at most `limit` bytes, staged in
     /// `staged` as it passes.
     pub fn new(body: axum::body::Body, limit: u64, staged: StagedBlob) -> Self {
@@ -184,6 +193,7 @@ impl Upload {
             body: body.into_data_stream(),
             describe: None,
             staged: Some(staged),
+            completes: None,
             limit,
             received: 0,
             pending: Bytes::new(),
@@ -429,15 +439,19 @@ impl bindings::wasm_storage::storage::volume::Host for HostState {
             .take()
             .ok_or_else(|| wit::VolumeError::Internal("the upload was already stored".into()))?;
         let s3_info = upload.describe.take().and_then(|describe| (describe.0)());
+        let stored = volume::Stored {
+            s3_info: s3_info.as_deref(),
+            completes: upload.completes.as_deref(),
+        };
         self.volume
-            .put_with_s3_info(
+            .put_with(
                 owner,
                 &path,
                 staged,
                 &digests,
                 &content_type,
                 overwrite,
-                s3_info.as_deref(),
+                stored,
             )
             .await
             .map(to_wit_meta)

@@ -19,8 +19,8 @@ use crate::runtime::Describe;
 use super::uploads::{expires_after, new_upload_id};
 use super::{FileService, LockTokens, StoreOptions};
 
-/// Most parts an upload may have (S3's limit).
-pub(crate) const MAX_PARTS: u32 = 10_000;
+/// Most parts an upload may have (S3's limit, tus's too).
+pub(crate) const MAX_PARTS: u32 = volume::uploads::MAX_PARTS;
 
 impl FileService {
     /// Start a multipart upload of `caller`'s file `path`, keeping
@@ -101,22 +101,21 @@ impl FileService {
         let path = FilePath::parse(&upload.path)?;
         // The object may not pass the size limit: the parts kept so far
         // (but one this replaces) and this one.
-        let kept: u64 = self
-            .multipart_parts(upload)
-            .await?
-            .iter()
-            .filter(|part| part.number != number)
-            .map(|part| part.size)
-            .sum();
+        let parts = self.multipart_parts(upload).await?;
+        let (same, others): (Vec<_>, Vec<_>) = parts.iter().partition(|part| part.number == number);
+        let kept: u64 = others.iter().map(|part| part.size).sum();
         let mut room = self.max_body.saturating_sub(kept);
         let mut by_quota = false;
+        // What the quota leaves (every unfinished upload's parts count in
+        // it, but the one this replaces): a cheap refusal before a byte is
+        // read; the part is weighed again, under the owner's lock, as it
+        // is recorded.
         if let Some(quota_room) = self.quota_room(caller, &path).await? {
-            let others = self
-                .volume
-                .unfinished_upload_bytes(caller.owner(), "")
-                .await
-                .map_err(|error| AppError::from_volume(error, &upload.id))?;
-            let left = quota_room.saturating_sub(others);
+            let replaced: u64 = same
+                .iter()
+                .map(|part| part.size.saturating_add(volume::ENTRY_OVERHEAD))
+                .sum();
+            let left = quota_room.saturating_add(replaced);
             if left < room {
                 room = left;
                 by_quota = true;

@@ -42,9 +42,18 @@ pub(crate) struct UploadSession<'a> {
     /// The most bytes the body may have: the size limit, or what is left
     /// of the quota if that is less.
     limit: u64,
+    /// The upload whose parts the body is, if it is one's: they count
+    /// against the quota until the file is stored, not beside it.
+    completes: Option<String>,
 }
 
 impl UploadSession<'_> {
+    /// The body is the parts of upload `id`, sent when it completes.
+    pub(crate) fn completing(mut self, id: &str) -> Self {
+        self.completes = Some(id.to_owned());
+        self
+    }
+
     /// Store `body` as the file: hashed by an instance, durable before
     /// this returns.
     pub(crate) async fn send(self, body: Body) -> Result<FileMeta, AppError> {
@@ -65,6 +74,7 @@ impl UploadSession<'_> {
             path,
             options,
             limit,
+            completes,
         } = self;
         let declared = options.declared;
         // Wait for memory and an instance holding no body: until then the
@@ -73,6 +83,9 @@ impl UploadSession<'_> {
         let mut upload = Upload::new(body, limit, service.volume.stage());
         if let Some(describe) = describe {
             upload = upload.described(describe);
+        }
+        if let Some(id) = completes {
+            upload = upload.completing(id);
         }
         let request = StoreRequest {
             path: path.as_str().to_owned(),
@@ -147,11 +160,13 @@ impl FileService {
             path,
             options,
             limit: room.map_or(self.max_body, |room| room.min(self.max_body)),
+            completes: None,
         })
     }
 
-    /// The bytes `caller` may still store at `path` (their quota, less what
-    /// they keep elsewhere); `None` without a quota.
+    /// The bytes `caller` may still store at `path`: their quota, less
+    /// what they use (see `volume::quota`) but the file there now, less
+    /// the new file's entry overhead; `None` without a quota.
     pub(super) async fn quota_room(
         &self,
         caller: &Caller,
@@ -171,8 +186,12 @@ impl FileService {
             .volume
             .stat(owner, path)
             .await
-            .map_or(0, |meta| meta.size);
-        Ok(Some(quota.saturating_sub(used.saturating_sub(replaced))))
+            .map_or(0, |meta| meta.size.saturating_add(volume::ENTRY_OVERHEAD));
+        Ok(Some(
+            quota
+                .saturating_sub(used.saturating_sub(replaced))
+                .saturating_sub(volume::ENTRY_OVERHEAD),
+        ))
     }
 }
 

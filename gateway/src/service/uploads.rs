@@ -169,16 +169,21 @@ impl FileService {
             (None, None) => None,
         };
         // What the body may bring: up to the length, the size limit, and
-        // what the quota leaves beside the owner's other unfinished uploads.
+        // what the quota leaves (the owner's unfinished uploads, this one's
+        // parts among them, count in it). A cheap refusal before a byte is
+        // read: the part is weighed again, under the owner's lock, as it is
+        // recorded (or as the file is stored).
         let mut room = length.unwrap_or(self.max_body).saturating_sub(offset);
         let path = FilePath::parse(&upload.path).map_err(AppError::from)?;
         if let Some(quota_room) = self.quota_room(caller, &path).await? {
-            let others = self
+            // This upload's parts become one file: their entries give way
+            // to its one.
+            let parts = self
                 .volume
-                .unfinished_upload_bytes(caller.owner(), id)
+                .upload_part_count(id)
                 .await
                 .map_err(|error| AppError::from_volume(error, id))?;
-            let left = quota_room.saturating_sub(others).saturating_sub(offset);
+            let left = quota_room.saturating_add(parts.saturating_mul(volume::ENTRY_OVERHEAD));
             if left < room {
                 room = left;
                 if length.is_some_and(|length| length - offset > left) {
@@ -397,6 +402,7 @@ impl FileService {
             {
                 Ok(session) => {
                     session
+                        .completing(id)
                         .send_described(Body::from_stream(bytes), describe)
                         .await
                 }

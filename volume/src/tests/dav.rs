@@ -170,7 +170,9 @@ async fn webdav_copies_and_moves_trees_as_rows(backend: &Backend) {
     assert!(properties_at(&dav, open, "gone/").await.is_empty());
 
     // A copy counts against the quota, all or nothing.
-    let alice = add_user(&volume, "alice", Some(10)).await.owner();
+    let alice = add_user(&volume, "alice", Some(crate::ENTRY_OVERHEAD + 10))
+        .await
+        .owner();
     put_as(&volume, alice, "d/six", b"123456").await.unwrap();
     assert!(matches!(
         volume
@@ -320,22 +322,24 @@ async fn moves_deletes_and_forgets_interleave_on_one_connection(backend: &Backen
 async fn properties_count_against_the_quota(backend: &Backend) {
     let (_dir, volume) = backend.open().await;
     let dav = volume.webdav();
-    let erin = add_user(&volume, "erin", Some(1000)).await.owner();
+    // Each file also costs an entry's overhead: room for three of them.
+    const E: u64 = crate::ENTRY_OVERHEAD;
+    let erin = add_user(&volume, "erin", Some(1000 + 3 * E)).await.owner();
     let usage = || async { volume.accounts().usage(erin).await.unwrap() };
     put_as(&volume, erin, "a", &[1; 600]).await.unwrap();
     put_as(&volume, erin, "empty", b"").await.unwrap();
     // "urn:x" + "p" + 300: 306 bytes.
     let p = set("urn:x", "p", &"v".repeat(300));
     dav.change_properties(erin, "empty", &[p]).await.unwrap();
-    assert_eq!(usage().await, 906);
-    // 11 bytes, then 206 past the quota: neither is kept.
+    assert_eq!(usage().await, 906 + 2 * E);
+    // 11 bytes, then 206 + E past the quota: neither is kept.
     let refused = dav
         .change_properties(
             erin,
             "empty",
             &[
                 set("urn:x", "q", "small"),
-                set("urn:x", "r", &"v".repeat(200)),
+                set("urn:x", "r", &"v".repeat(200 + E as usize)),
             ],
         )
         .await;
@@ -343,40 +347,40 @@ async fn properties_count_against_the_quota(backend: &Backend) {
         matches!(
             refused,
             Err(VolumeError::QuotaExceeded {
-                quota: 1000,
-                used: 906,
-                size: 217
-            })
+                quota,
+                used,
+                size,
+            }) if quota == 1000 + 3 * E && used == 906 + 2 * E && size == 217 + E
         ),
         "{refused:?}"
     );
     assert_eq!(properties_at(&dav, erin, "empty").await.len(), 1);
-    assert_eq!(usage().await, 906);
+    assert_eq!(usage().await, 906 + 2 * E);
     // An upload weighs the properties too.
     let refused = put_as(&volume, erin, "b", &[2; 100]).await;
     assert!(
         matches!(
             refused,
             Err(VolumeError::QuotaExceeded {
-                quota: 1000,
-                used: 906,
-                size: 100
-            })
+                quota: _,
+                used,
+                size,
+            }) if used == 906 + 2 * E && size == 100 + E
         ),
         "{refused:?}"
     );
     // A smaller value frees bytes: 600 + 10.
     let tiny = set("urn:x", "p", "tiny");
     dav.change_properties(erin, "empty", &[tiny]).await.unwrap();
-    assert_eq!(usage().await, 610);
+    assert_eq!(usage().await, 610 + 2 * E);
     put_as(&volume, erin, "b", &[2; 100]).await.unwrap();
     // Deleting a file takes its properties along: 600 + 100.
     volume.delete(erin, &path("empty")).await.unwrap();
-    assert_eq!(usage().await, 700);
+    assert_eq!(usage().await, 700 + 2 * E);
     // A copy counts the properties it copies: 100 + 156 more is too much.
     let on_b = set("urn:x", "b", &"v".repeat(150));
     dav.change_properties(erin, "b", &[on_b]).await.unwrap();
-    assert_eq!(usage().await, 856);
+    assert_eq!(usage().await, 856 + 2 * E);
     let refused = volume
         .copy_node(erin, &path("b"), &path("c"), webdav::Depth::Infinity, false)
         .await;
@@ -384,10 +388,10 @@ async fn properties_count_against_the_quota(backend: &Backend) {
         matches!(
             refused,
             Err(VolumeError::QuotaExceeded {
-                quota: 1000,
-                used: 856,
-                size: 256
-            })
+                quota: _,
+                used,
+                size,
+            }) if used == 856 + 2 * E && size == 256 + E
         ),
         "{refused:?}"
     );
@@ -396,12 +400,12 @@ async fn properties_count_against_the_quota(backend: &Backend) {
         name: "b".into(),
     };
     dav.change_properties(erin, "b", &[remove]).await.unwrap();
-    assert_eq!(usage().await, 700);
+    assert_eq!(usage().await, 700 + 2 * E);
     volume
         .copy_node(erin, &path("b"), &path("c"), webdav::Depth::Infinity, false)
         .await
         .unwrap();
-    assert_eq!(usage().await, 800);
+    assert_eq!(usage().await, 800 + 3 * E);
     // The open tree has no quota.
     let big = set("urn:x", "big", &"v".repeat(4096));
     dav.change_properties(Owner::OPEN, "anything", &[big])

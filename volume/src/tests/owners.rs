@@ -53,17 +53,21 @@ async fn each_owner_has_their_own_tree(backend: &Backend) {
 
 async fn a_quota_refuses_what_would_exceed_it(backend: &Backend) {
     let (_dir, volume) = backend.open().await;
-    let carol = add_user(&volume, "carol", Some(10)).await.owner();
+    // Each file costs its bytes and an entry's overhead.
+    const ENTRY: u64 = crate::ENTRY_OVERHEAD;
+    let carol = add_user(&volume, "carol", Some(2 * ENTRY + 10))
+        .await
+        .owner();
     put_as(&volume, carol, "six", b"123456").await.unwrap();
-    let refused = put_as(&volume, carol, "five", b"12345").await;
+    let refused = put_as(&volume, carol, "five", b"12345678901").await;
     assert!(
         matches!(
             refused,
             Err(VolumeError::QuotaExceeded {
-                quota: 10,
-                used: 6,
-                size: 5
-            })
+                quota,
+                used,
+                size,
+            }) if quota == 2 * ENTRY + 10 && used == ENTRY + 6 && size == ENTRY + 11
         ),
         "{refused:?}"
     );
@@ -72,10 +76,40 @@ async fn a_quota_refuses_what_would_exceed_it(backend: &Backend) {
         volume.stat(carol, &path("five")).await,
         Err(VolumeError::NotFound(_))
     ));
-    assert!(!exists(&volume, &digest_of(b"12345")).await);
+    assert!(!exists(&volume, &digest_of(b"12345678901")).await);
     // Replacing a file counts its new size instead of its old one.
     put_as(&volume, carol, "six", b"1234567890").await.unwrap();
-    assert_eq!(volume.accounts().usage(carol).await.unwrap(), 10);
+    assert_eq!(volume.accounts().usage(carol).await.unwrap(), ENTRY + 10);
+    // Empty things are not free: a folder and an empty file fill it.
+    assert!(
+        volume
+            .make_folder(carol, &Prefix::parse("empty/").unwrap())
+            .await
+            .unwrap()
+    );
+    let refused = put_as(&volume, carol, "nothing", b"").await;
+    assert!(
+        matches!(refused, Err(VolumeError::QuotaExceeded { .. })),
+        "{refused:?}"
+    );
+    let refused = volume
+        .make_folder(carol, &Prefix::parse("other/").unwrap())
+        .await;
+    assert!(
+        matches!(refused, Err(VolumeError::QuotaExceeded { .. })),
+        "{refused:?}"
+    );
+    // A folder there already costs nothing more.
+    assert!(
+        !volume
+            .make_folder(carol, &Prefix::parse("empty/").unwrap())
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        volume.accounts().usage(carol).await.unwrap(),
+        2 * ENTRY + 10
+    );
     // The open tree has no quota.
     put(&volume, "big", &[7; 64]).await.unwrap();
 }

@@ -196,7 +196,73 @@ async fn removal_and_expiry_free_an_uploads_parts(backend: &Backend) {
     assert_eq!(volume.uploads_in_progress().await.unwrap(), 0);
 }
 
+/// Parts of several uploads recorded at once (tus's appended and S3's
+/// numbered) are weighed one at a time against their owner's quota, with
+/// every other upload's: at most what fits is kept, the refused parts are
+/// `QuotaExceeded` and their objects removed.
+async fn concurrent_parts_never_pass_the_quota(backend: &Backend) {
+    const PART: usize = 3000;
+    let (_dir, volume) = backend.open().await;
+    let quota = 2 * (PART as u64 + crate::ENTRY_OVERHEAD);
+    let gus = add_user(&volume, "gus", Some(quota)).await.owner();
+    let volume = std::sync::Arc::new(volume);
+    let mut tasks = Vec::new();
+    for n in 0..8 {
+        let kind = if n % 2 == 0 {
+            crate::uploads::UploadKind::Tus
+        } else {
+            crate::uploads::UploadKind::Multipart
+        };
+        let id = format!("race-{n}");
+        let new = NewUpload {
+            kind,
+            ..new_upload(gus, None, in_an_hour())
+        };
+        volume.create_upload(&id, &new).await.unwrap().unwrap();
+        let volume = volume.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut staged = volume.stage();
+            staged.write(&[n; PART]).await.unwrap();
+            let kept = match kind {
+                crate::uploads::UploadKind::Tus => volume
+                    .append_upload(gus, &id, 0, staged, None, in_an_hour())
+                    .await
+                    .map(|upload| upload.is_some()),
+                crate::uploads::UploadKind::Multipart => volume
+                    .store_multipart_part(
+                        gus,
+                        &id,
+                        1,
+                        staged,
+                        "e".into(),
+                        String::new(),
+                        in_an_hour(),
+                    )
+                    .await
+                    .map(|part| part.is_some()),
+            };
+            (id, kept)
+        }));
+    }
+    let mut kept = 0;
+    for task in tasks {
+        let (id, answer) = task.await.unwrap();
+        match answer {
+            Ok(true) => kept += 1,
+            Err(VolumeError::QuotaExceeded { .. }) => {
+                // Nothing of the refused part is left.
+                assert!(volume.upload_parts(&id).await.unwrap().is_empty());
+                assert!(volume.multipart_parts(&id).await.unwrap().is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(kept, 2, "two parts fit");
+    assert_eq!(volume.accounts().usage(gus).await.unwrap(), quota);
+}
+
 suite!(
+    concurrent_parts_never_pass_the_quota,
     parts_are_recorded_in_order_and_read_back,
     an_append_at_a_stale_offset_is_refused,
     an_owners_uploads_are_their_own,

@@ -141,16 +141,16 @@ impl Tree {
         Ok(row.map(FileMeta::from))
     }
 
-    /// The bytes `owner`'s files take, leaving out `except` (the path an
-    /// upload is about to replace), read on `conn` (a write transaction's,
-    /// to weigh a change against the quota).
+    /// The bytes `owner`'s files take and how many there are, leaving out
+    /// `except` (the path an upload is about to replace), read on `conn` (a
+    /// write transaction's, to weigh a change against the quota).
     pub(crate) async fn usage(
         conn: &mut AnyConnection,
         owner: Owner,
         except: Option<&FilePath>,
-    ) -> Result<u64, VolumeError> {
-        let (used,): (i64,) = sql::query_as(
-            "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM files
+    ) -> Result<(u64, u64), VolumeError> {
+        let (used, files): (i64, i64) = sql::query_as(
+            "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT), COUNT(*) FROM files
              WHERE owner = $1 AND path <> $2",
         )
         .bind(owner.id())
@@ -158,7 +158,22 @@ impl Tree {
         .bind(except.map_or("", FilePath::as_str))
         .fetch_one(conn)
         .await?;
-        Ok(u64::try_from(used).unwrap_or_default())
+        Ok((
+            u64::try_from(used).unwrap_or_default(),
+            u64::try_from(files).unwrap_or_default(),
+        ))
+    }
+
+    /// How many folders `owner` made on purpose, read on `conn`.
+    pub(crate) async fn folder_count(
+        conn: &mut AnyConnection,
+        owner: Owner,
+    ) -> Result<u64, VolumeError> {
+        let (folders,): (i64,) = sql::query_as("SELECT COUNT(*) FROM folders WHERE owner = $1")
+            .bind(owner.id())
+            .fetch_one(conn)
+            .await?;
+        Ok(u64::try_from(folders).unwrap_or_default())
     }
 
     /// Point `path` at the blob `digest` inside `tx` (which holds the
@@ -357,28 +372,24 @@ impl Tree {
         Ok(u64::try_from(count).unwrap_or_default())
     }
 
-    /// Make the folder `prefix` (not the root); whether it was new.
+    /// Make the folder `prefix` (not the root) inside `tx`; whether it was
+    /// new.
     pub(crate) async fn make_folder(
-        &self,
+        tx: &mut AnyConnection,
         owner: Owner,
         prefix: &Prefix,
         now_ms: i64,
     ) -> Result<bool, VolumeError> {
-        let made = self
-            .db
-            .write(async |tx: &mut WriteTx| {
-                Ok(sql::query(
-                    "INSERT INTO folders (owner, path, created_ms) VALUES ($1, $2, $3)
-                     ON CONFLICT (owner, path) DO NOTHING",
-                )
-                .bind(owner.id())
-                .bind(prefix.as_str())
-                .bind(now_ms)
-                .execute(&mut **tx)
-                .await?
-                .rows_affected())
-            })
-            .await?;
+        let made = sql::query(
+            "INSERT INTO folders (owner, path, created_ms) VALUES ($1, $2, $3)
+             ON CONFLICT (owner, path) DO NOTHING",
+        )
+        .bind(owner.id())
+        .bind(prefix.as_str())
+        .bind(now_ms)
+        .execute(tx)
+        .await?
+        .rows_affected();
         Ok(made > 0)
     }
 

@@ -76,7 +76,8 @@ impl Tree {
     /// Take the rows of the tree under `from` (file rows locked, on
     /// PostgreSQL, until `tx` ends) and check it may go to `to`: no path
     /// grows past [`MAX_PATH_BYTES`], and at most `max_rows` files and
-    /// folders. Returns the bytes its files take.
+    /// folders. Returns the bytes its files take and how many files and
+    /// folders it holds.
     pub(crate) async fn hold_tree(
         &self,
         tx: &mut AnyConnection,
@@ -84,7 +85,7 @@ impl Tree {
         from: &FilePath,
         to: &FilePath,
         max_rows: Option<usize>,
-    ) -> Result<u64, VolumeError> {
+    ) -> Result<(u64, u64), VolumeError> {
         let (from, to) = (folder_of(from)?, folder_of(to)?);
         let upper = upper_of(&from);
         let files: Vec<(String, i64)> = sql::query_as(&format!(
@@ -123,10 +124,11 @@ impl Tree {
         if grown > MAX_PATH_BYTES {
             return Err(VolumeError::InvalidPath(PathError::TooLong(grown)));
         }
-        Ok(files
+        let bytes = files
             .iter()
             .map(|(_, size)| u64::try_from(*size).unwrap_or(0))
-            .sum())
+            .sum();
+        Ok((bytes, u64::try_from(rows).unwrap_or(u64::MAX)))
     }
 }
 

@@ -1,0 +1,95 @@
+//! Share links (the `shares` table): a file of its owner's tree, readable
+//! by anyone with the link until it expires or is revoked. Each costs an
+//! entry's overhead against its owner's quota (see `quota`).
+
+use sqlx::AnyConnection;
+
+use super::{Accounts, Share};
+use crate::db::{WriteTx, sql};
+use crate::error::VolumeError;
+use crate::path::FilePath;
+use crate::quota;
+use crate::types::{Owner, now_ms};
+
+impl Accounts {
+    /// Record a share link `id` for `owner`'s `path`. A link costs
+    /// [`quota::ENTRY_OVERHEAD`] against the owner's quota: refused
+    /// (`QuotaExceeded`) past it, weighed under the owner's user row.
+    pub async fn add_share(
+        &self,
+        id: &str,
+        owner: Owner,
+        path: &FilePath,
+        file_created_ms: i64,
+        expires_ms: Option<i64>,
+    ) -> Result<(), VolumeError> {
+        let db = &self.db;
+        db.write(async |tx: &mut WriteTx| {
+            let quota = quota::lock(db, tx, owner).await?;
+            quota::check(
+                db,
+                tx,
+                owner,
+                quota,
+                quota::Leaving::NOTHING,
+                quota::cost(0),
+            )
+            .await?;
+            sql::query(
+                "INSERT INTO shares (id, owner, path, file_created_ms, expires_ms, created_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(id)
+            .bind(owner.id())
+            .bind(path.as_str())
+            .bind(file_created_ms)
+            .bind(expires_ms)
+            .bind(now_ms())
+            .execute(&mut **tx)
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn share(&self, id: &str) -> Result<Option<Share>, VolumeError> {
+        let row: Option<(String, i64, String, i64, Option<i64>)> = sql::query_as(
+            "SELECT id, owner, path, file_created_ms, expires_ms FROM shares WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(self.db.pool())
+        .await?;
+        Ok(
+            row.map(|(id, owner, path, file_created_ms, expires_ms)| Share {
+                id,
+                owner: Owner::from_id(owner),
+                path,
+                file_created_ms,
+                expires_ms,
+            }),
+        )
+    }
+
+    /// Revoke `owner`'s share link `id`; whether there was one.
+    pub async fn revoke_share(&self, id: &str, owner: Owner) -> Result<bool, VolumeError> {
+        let done = sql::query("DELETE FROM shares WHERE id = $1 AND owner = $2")
+            .bind(id)
+            .bind(owner.id())
+            .execute(self.db.pool())
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+}
+
+/// How many share links `owner` has, read on `conn` (each costs an entry's
+/// overhead against their quota).
+pub(crate) async fn share_count(
+    conn: &mut AnyConnection,
+    owner: Owner,
+) -> Result<u64, VolumeError> {
+    let (shares,): (i64,) = sql::query_as("SELECT COUNT(*) FROM shares WHERE owner = $1")
+        .bind(owner.id())
+        .fetch_one(conn)
+        .await?;
+    Ok(u64::try_from(shares).unwrap_or_default())
+}
