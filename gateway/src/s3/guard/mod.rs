@@ -1,0 +1,339 @@
+//! What an S3 request must carry before `s3s` sees it, and what every
+//! answer carries: the rules S3 applies that `s3s` 0.14 does not.
+//!
+//! - Every `x-amz-*` header of a SigV4 request is covered by its signature
+//!   (header-signed and presigned alike): an unsigned `x-amz-copy-source`
+//!   must not turn a presigned PUT into a copy of another object.
+//! - A presigned URL lives at most a week, however its query is spelled
+//!   (`X%2DAmz%2DExpires` is `X-Amz-Expires`), SigV2's `Expires` too; a
+//!   SigV2 header-signed request is dated within 15 minutes of the server's
+//!   clock, so a captured request cannot be replayed for ever.
+//! - An XML body (`DeleteObjects`, `CompleteMultipartUpload`, …) is read
+//!   here, up to [`MAX_XML_BODY`]: a larger one is the client's mistake
+//!   (`400 MaxMessageLengthExceeded`), never a server error.
+//! - Browser form uploads (`POST` of `multipart/form-data`) are refused:
+//!   `s3s` would read the whole file into memory before any check.
+//! - Every answer carries `Content-Security-Policy: sandbox` and `nosniff`,
+//!   as every file answer of the other listeners does: stored HTML served
+//!   from this origin must never run here.
+
+use std::time::SystemTime;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
+
+mod signing;
+
+/// Largest XML request body read (`DeleteObjects`, `CompleteMultipartUpload`).
+pub(super) const MAX_XML_BODY: usize = 4 << 20;
+
+/// The rules above, in the order S3 applies them: the signature's coverage
+/// and dates first, then the body.
+/// `domain` is the virtual-hosted domain, if any.
+pub(super) async fn guard(
+    axum::extract::State(domain): axum::extract::State<Option<std::sync::Arc<str>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let mut response = match check_head(request.method(), request.uri(), request.headers()) {
+        Err(refusal) => refusal.into_response(),
+        Ok(()) => match read_xml_body(request, domain.as_deref()).await {
+            Ok(request) => next.run(request).await,
+            Err(refusal) => refusal.into_response(),
+        },
+    };
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox; default-src 'none'"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
+/// An answer given here, before `s3s`: S3's error document.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Refusal {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    /// Extra elements of the error document (S3's `HeadersNotSigned`).
+    extra: Option<(&'static str, String)>,
+    /// The connection closes after the answer (its body was not read).
+    close: bool,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            extra: None,
+            close: false,
+        }
+    }
+
+    fn into_response(self) -> Response {
+        let extra = self.extra.map_or_else(String::new, |(name, value)| {
+            format!("<{name}>{}</{name}>", escape(&value))
+        });
+        let body = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{}</Code><Message>{}</Message>{extra}</Error>",
+            self.code,
+            escape(&self.message)
+        );
+        let mut builder = Response::builder()
+            .status(self.status)
+            .header(header::CONTENT_TYPE, "application/xml");
+        if self.close {
+            builder = builder.header(header::CONNECTION, "close");
+        }
+        builder.body(Body::from(body)).unwrap_or_default()
+    }
+}
+
+/// `text` as XML character data.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The query's parameters, percent-decoded as `s3s` decodes them.
+fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+    query
+        .map(|query| {
+            form_urlencoded_pairs(query)
+                .into_iter()
+                .collect::<Vec<(String, String)>>()
+        })
+        .unwrap_or_default()
+}
+
+/// Decode `query` as `application/x-www-form-urlencoded` pairs.
+fn form_urlencoded_pairs(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(name), percent_decode(value))
+        })
+        .collect()
+}
+
+/// `text` with its `%XX` escapes decoded (invalid ones kept as they are;
+/// invalid UTF-8 replaced).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let hex = |at: usize| bytes.get(at).and_then(|b| char::from(*b).to_digit(16));
+        match (bytes[index], hex(index + 1), hex(index + 2)) {
+            (b'%', Some(high), Some(low)) => {
+                out.push(u8::try_from(high * 16 + low).unwrap_or_default());
+                index += 3;
+            }
+            (byte, _, _) => {
+                out.push(byte);
+                index += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The checks on the request line and headers.
+pub(super) fn check_head(
+    method: &Method,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+) -> Result<(), Refusal> {
+    if is_form_upload(method, headers) {
+        let mut refusal = Refusal::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "NotImplemented",
+            "Browser form uploads (POST Object) are not supported: upload with PUT.",
+        );
+        refusal.close = true;
+        return Err(refusal);
+    }
+    signing::check_at(method, uri, headers, SystemTime::now())
+}
+
+/// A browser form upload: `POST` of `multipart/form-data`.
+fn is_form_upload(method: &Method, headers: &HeaderMap) -> bool {
+    method == Method::POST
+        && headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| {
+                value
+                    .trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("multipart/form-data")
+            })
+}
+
+/// Whether `s3s` reads this request's body whole as a document (XML, or a
+/// policy's JSON): everything but an object's or a part's content.
+/// `domain` is the virtual-hosted domain, if any (`BUCKET.DOMAIN`).
+fn body_is_document(
+    method: &Method,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    domain: Option<&str>,
+) -> bool {
+    if matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::DELETE | Method::OPTIONS
+    ) {
+        return false;
+    }
+    if *method != Method::PUT {
+        // POST: DeleteObjects, CompleteMultipartUpload, RestoreObject, …
+        return true;
+    }
+    let subresource = query_pairs(uri.query())
+        .into_iter()
+        .any(|(name, _)| SUBRESOURCES.contains(&name.as_str()));
+    if subresource {
+        return true;
+    }
+    // PutObject and UploadPart: a PUT to a key, which the path names after
+    // the bucket, or alone when the host names the bucket.
+    let path = uri.path().trim_start_matches('/');
+    let virtual_hosted = domain.is_some_and(|domain| {
+        headers
+            .get(header::HOST)
+            .and_then(|value| value.to_str().ok())
+            .map(|host| host.rsplit_once(':').map_or(host, |(name, _)| name))
+            .is_some_and(|name| {
+                name.to_ascii_lowercase()
+                    .ends_with(&format!(".{}", domain.to_ascii_lowercase()))
+            })
+    });
+    let names_a_key = if virtual_hosted {
+        !path.is_empty()
+    } else {
+        path.split_once('/').is_some_and(|(_, key)| !key.is_empty())
+    };
+    !names_a_key
+}
+
+/// The query parameters that make a `PUT` set a configuration (a document
+/// body) rather than store content.
+const SUBRESOURCES: &[&str] = &[
+    "acl",
+    "tagging",
+    "retention",
+    "legal-hold",
+    "cors",
+    "policy",
+    "lifecycle",
+    "versioning",
+    "website",
+    "object-lock",
+    "encryption",
+    "notification",
+    "replication",
+    "logging",
+    "requestPayment",
+    "accelerate",
+    "ownershipControls",
+    "publicAccessBlock",
+    "intelligent-tiering",
+    "analytics",
+    "metrics",
+    "inventory",
+];
+
+/// Read a document body whole, up to [`MAX_XML_BODY`], so that `s3s`
+/// finds it read; a larger one is refused as S3 refuses it.
+async fn read_xml_body(request: Request, domain: Option<&str>) -> Result<Request, Refusal> {
+    if !body_is_document(request.method(), request.uri(), request.headers(), domain) {
+        return Ok(request);
+    }
+    let too_large = || {
+        let mut refusal = Refusal::new(
+            StatusCode::BAD_REQUEST,
+            "MaxMessageLengthExceeded",
+            format!("Your request was too big: a document body is at most {MAX_XML_BODY} bytes."),
+        );
+        refusal.close = true;
+        refusal
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > MAX_XML_BODY as u64) {
+        return Err(too_large());
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_XML_BODY).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+            while let Some(cause) = source {
+                if cause.is::<http_body_util::LengthLimitError>() {
+                    return Err(too_large());
+                }
+                source = cause.source();
+            }
+            let mut refusal = Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "IncompleteBody",
+                "The request body ended before it was complete.",
+            );
+            refusal.close = true;
+            return Err(refusal);
+        }
+    };
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn document_bodies_are_told_from_content() {
+        let is_doc = |method: Method, uri: &str| {
+            let uri: axum::http::Uri = uri.parse().unwrap_or_else(|e| panic!("{e}"));
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:9000"));
+            body_is_document(&method, &uri, &headers, None)
+        };
+        assert!(!is_doc(Method::PUT, "/bucket/key"));
+        assert!(!is_doc(Method::PUT, "/bucket/key?partNumber=1&uploadId=x"));
+        assert!(is_doc(Method::PUT, "/bucket/key?tagging"));
+        assert!(is_doc(Method::PUT, "/bucket"));
+        assert!(is_doc(Method::PUT, "/bucket?versioning"));
+        assert!(is_doc(Method::POST, "/bucket?delete"));
+        assert!(!is_doc(Method::GET, "/bucket?list-type=2"));
+        // Virtual-hosted: the path is the key alone.
+        let uri: axum::http::Uri = "/key".parse().unwrap_or_else(|e| panic!("{e}"));
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::HOST,
+            HeaderValue::from_static("photos.s3.example.com:9000"),
+        );
+        assert!(!body_is_document(
+            &Method::PUT,
+            &uri,
+            &headers,
+            Some("s3.example.com")
+        ));
+        assert!(body_is_document(&Method::PUT, &uri, &headers, None));
+    }
+}
