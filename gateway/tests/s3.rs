@@ -1901,6 +1901,16 @@ async fn an_open_gateway_refuses_pages_and_logs_client_mistakes_briefly() {
             .unwrap();
         assert_eq!(status(&answer), 400, "a body over the cap");
         assert!(answer.text().await.unwrap().contains("MaxMessageLengthExceeded"));
+        // The same, undeclared (chunked): found as it is read.
+        let chunks = (0..5).map(|_| Ok::<_, std::io::Error>(vec![b'x'; 1 << 20]));
+        let answer = client
+            .post(format!("{s3}/bkt?delete"))
+            .body(reqwest::Body::wrap_stream(futures_util::stream::iter(chunks)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(status(&answer), 400, "a chunked body over the cap");
+        assert!(answer.text().await.unwrap().contains("MaxMessageLengthExceeded"));
         // Other client mistakes: a missing key, a missing bucket, a
         // feature that is not there, an expired URL.
         for url in [
@@ -1998,7 +2008,13 @@ def part(n):
 with ThreadPoolExecutor(8) as pool:
     answers = list(pool.map(part, range(1, 9)))
 parts = s3.list_parts(Bucket="race", Key="big", UploadId=upload).get("Parts", [])
-print(json.dumps({"answers": answers, "held": sum(p["Size"] for p in parts)}))
+held = sum(p["Size"] for p in parts)
+# The part that was kept completes into a 3 MiB file: its bytes count once.
+if parts:
+    s3.complete_multipart_upload(Bucket="race", Key="big", UploadId=upload, MultipartUpload={
+        "Parts": [{"PartNumber": p["PartNumber"], "ETag": p["ETag"]} for p in parts]})
+size = s3.head_object(Bucket="race", Key="big")["ContentLength"] if parts else 0
+print(json.dumps({"answers": answers, "held": held, "completed": size}))
 "#,
         )
         .await;
@@ -2010,6 +2026,7 @@ print(json.dumps({"answers": answers, "held": sum(p["Size"] for p in parts)}))
             "the others are the quota's refusals: {seen}"
         );
         assert!(seen["held"].as_u64().unwrap() <= 4 << 20, "{seen}");
+        assert_eq!(seen["completed"].as_u64().unwrap(), (stored as u64) * (3 << 20), "{seen}");
         server.stop().await;
     })
     .await;

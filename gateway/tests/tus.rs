@@ -1465,6 +1465,31 @@ async fn concurrent_patches_never_pass_the_quota() {
         on_disk += part_bytes(&part_files(&server.data_dir, &upload_id(url)));
     }
     assert_eq!(on_disk, held as u64, "refused parts are removed");
+    // The upload that was kept completes: its parts become the file and
+    // count once, so a file of the whole quota (less its entry) fits.
+    if let Some((index, _)) = answers
+        .iter()
+        .enumerate()
+        .find(|(_, status)| **status == StatusCode::NO_CONTENT)
+    {
+        let rest = random_bytes(MIB - KIB);
+        let last = alice
+            .patch(&urls[index], 3 * MIB, &rest)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(last.status(), StatusCode::NO_CONTENT, "the last PATCH");
+        let stored = server
+            .client
+            .get(server.url(&format!("/files/race-{index}.bin")))
+            .bearer_auth(server.create_token("alice").await)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stored.status(), StatusCode::OK);
+        let bytes = stored.bytes().await.unwrap();
+        assert!(bytes[..3 * MIB] == body[..] && bytes[3 * MIB..] == rest[..]);
+    }
     server.stop().await;
 }
 

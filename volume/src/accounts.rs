@@ -331,8 +331,22 @@ impl Accounts {
     /// properties' and unfinished uploads' bytes, and an overhead for each
     /// entry).
     pub async fn usage(&self, owner: Owner) -> Result<u64, VolumeError> {
+        self.usage_completing(owner, None).await
+    }
+
+    /// [`Accounts::usage`], leaving out the parts of upload `completing`
+    /// (which become the file it completes, counted once).
+    pub async fn usage_completing(
+        &self,
+        owner: Owner,
+        completing: Option<&str>,
+    ) -> Result<u64, VolumeError> {
         let mut conn = self.db.pool().acquire().await?;
-        quota::usage(&self.db, &mut conn, owner, quota::Leaving::NOTHING).await
+        let leaving = quota::Leaving {
+            file: None,
+            upload: completing,
+        };
+        quota::usage(&self.db, &mut conn, owner, leaving).await
     }
 
     /// Record a token for `user`: `hash` is what requests are matched on,

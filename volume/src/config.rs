@@ -57,10 +57,56 @@ impl VolumeConfig {
     }
 }
 
+/// Who claims this process's removals: the data directory's id, held with
+/// an exclusive lock on its file for as long as the returned [`Claimant`]
+/// lives; or, when another live process holds it (two processes on one
+/// data directory), an id of this process's own, which takes over nothing
+/// at start (the other's claims may be in progress).
+pub(crate) fn claimant(data_dir: &Path) -> Result<Claimant, VolumeError> {
+    let id = claimant_id(data_dir)?;
+    let file = std::fs::File::open(data_dir.join(CLAIMANT_FILE))
+        .map_err(|e| VolumeError::io("opening the data directory's id", e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Claimant {
+            id,
+            _lock: Some(file),
+        }),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            tracing::warn!(
+                "another process uses this data directory: this one's interrupted removals \
+                 will be finished by the collection after --removal-lease"
+            );
+            Ok(Claimant {
+                id: new_claimant_id(),
+                _lock: None,
+            })
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(VolumeError::io("locking the data directory's id", e))
+        }
+    }
+}
+
+/// The id this process's removals carry, and the lock that makes it the
+/// data directory's alone (`None`: an id of this process's own).
+#[derive(Debug)]
+pub(crate) struct Claimant {
+    pub(crate) id: String,
+    _lock: Option<std::fs::File>,
+}
+
+impl Claimant {
+    /// Whether the id is the data directory's, held by this process alone:
+    /// only then are the removals it names this process's to finish at once.
+    pub(crate) fn owns_directory(&self) -> bool {
+        self._lock.is_some()
+    }
+}
+
 /// The id of `data_dir`, made on first use: the ledger names the removals a
 /// process claims by it, so the next process on the same directory (one at
-/// a time uses it) knows which unfinished removals were its own.
-pub(crate) fn claimant_id(data_dir: &Path) -> Result<String, VolumeError> {
+/// a time holds it, see [`claimant`]) knows which unfinished removals were its own.
+fn claimant_id(data_dir: &Path) -> Result<String, VolumeError> {
     let file = data_dir.join(CLAIMANT_FILE);
     match std::fs::read_to_string(&file) {
         Ok(id) if is_claimant_id(id.trim()) => return Ok(id.trim().to_owned()),
@@ -113,5 +159,14 @@ mod tests {
         assert_eq!(claimant_id(dir.path()).unwrap(), id);
         let other = tempfile::tempdir().unwrap();
         assert_ne!(claimant_id(other.path()).unwrap(), id);
+        // Held by one process (here, one value) at a time.
+        let first = claimant(dir.path()).unwrap();
+        assert_eq!(first.id, id);
+        assert!(first.owns_directory());
+        let second = claimant(dir.path()).unwrap();
+        assert_ne!(second.id, id);
+        assert!(!second.owns_directory());
+        drop(first);
+        assert!(claimant(dir.path()).unwrap().owns_directory());
     }
 }

@@ -61,7 +61,7 @@ impl Volume {
             return Ok(false);
         }
         let claim_ms = now_ms();
-        ledger::mark_deleting(&mut tx, digest, &self.claimant, claim_ms).await?;
+        ledger::mark_deleting(&mut tx, digest, &self.claimant.id, claim_ms).await?;
         tx.commit().await?;
         self.finish_removal(digest, claim_ms).await?;
         Ok(true)
@@ -71,7 +71,7 @@ impl Volume {
     /// `claim_ms`, and then its ledger row (if the claim still holds).
     async fn finish_removal(&self, digest: &Digest, claim_ms: i64) -> Result<(), VolumeError> {
         self.blobs.remove(digest).await?;
-        ledger::forget(self.db(), digest, &self.claimant, claim_ms).await
+        ledger::forget(self.db(), digest, &self.claimant.id, claim_ms).await
     }
 
     /// Whether a removal stamped `since_ms` has outlived the lease.
@@ -107,7 +107,7 @@ impl Volume {
                     ledger::mark_stored(tx, digest, claim_ms).await?;
                     return Ok(false);
                 }
-                ledger::mark_deleting(tx, digest, &self.claimant, claim_ms).await?;
+                ledger::mark_deleting(tx, digest, &self.claimant.id, claim_ms).await?;
                 Ok(true)
             })
             .await?;
@@ -123,7 +123,7 @@ impl Volume {
         let mut tx = self.db().begin_write().await?;
         let claim_ms = now_ms();
         // No file can name a blob without a ledger row; checked anyway.
-        if !ledger::insert_deleting(&mut tx, digest, &self.claimant, claim_ms).await?
+        if !ledger::insert_deleting(&mut tx, digest, &self.claimant.id, claim_ms).await?
             || Tree::references(&mut tx, digest).await? > 0
         {
             return Ok(false);
@@ -136,12 +136,17 @@ impl Volume {
     /// What a volume collects as it opens: first the removals its previous
     /// run on the same data directory claimed and did not finish (a crash
     /// or a kill came between a removal's mark and the end of its row),
-    /// taken over at once however fresh: one process at a time uses a data
-    /// directory (its temp files are cleared on the same ground), and none
-    /// of this process's removals has begun. Then a collection as any.
+    /// taken over at once however fresh: this process holds the data
+    /// directory's id alone (a lock on its file; without it, nothing is
+    /// taken over here), and none of this process's removals has begun. Then a collection as any.
     pub(crate) async fn collect_at_open(&self) -> Result<SweepReport, VolumeError> {
         let mut finished = 0;
-        for (digest, seen_ms) in ledger::claimed_by(self.db(), &self.claimant).await? {
+        let own = if self.claimant.owns_directory() {
+            ledger::claimed_by(self.db(), &self.claimant.id).await?
+        } else {
+            Vec::new()
+        };
+        for (digest, seen_ms) in own {
             match self.take_over_removal(&digest, seen_ms).await {
                 Ok(done) => finished += usize::from(done),
                 Err(error) => {

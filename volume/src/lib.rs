@@ -98,8 +98,9 @@ pub struct Volume {
     tmp: PathBuf,
     orphan_grace: Duration,
     removal_lease: Duration,
-    /// The data directory's id: the removals this process claims name it.
-    claimant: String,
+    /// Who this process's removals name: the data directory's id, held by
+    /// this process alone, or an id of its own.
+    claimant: config::Claimant,
 }
 
 impl Volume {
@@ -117,7 +118,7 @@ impl Volume {
             tmp,
             orphan_grace: config.orphan_grace,
             removal_lease: config.removal_lease,
-            claimant: config::claimant_id(&config.data_dir)?,
+            claimant: config::claimant(&config.data_dir)?,
         };
         let temp_files_removed = blobs::clear_temp(&volume.tmp).await?;
         let report = SweepReport {

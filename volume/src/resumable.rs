@@ -52,6 +52,21 @@ impl Volume {
         Ok(uploads::UploadPart { offset, size, name })
     }
 
+    /// Remove a part [`Volume::store_upload_part`] stored and nothing
+    /// recorded (the request that ended an upload failed short of storing
+    /// its file): the client sends those bytes again, and until then they
+    /// must not sit outside every quota.
+    pub async fn discard_upload_part(
+        &self,
+        id: &str,
+        part: &uploads::UploadPart,
+    ) -> Result<(), VolumeError> {
+        if part.name.is_empty() {
+            return Ok(());
+        }
+        self.blobs.remove_part(id, &part.name).await
+    }
+
     /// Add the `staged` bytes to `owner`'s upload `id`, whose offset the
     /// caller saw at `offset`: stored as a part of their own, then recorded
     /// (with the upload's `length`, if it had none, and its new expiry). A

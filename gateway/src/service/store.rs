@@ -48,12 +48,6 @@ pub(crate) struct UploadSession<'a> {
 }
 
 impl UploadSession<'_> {
-    /// The body is the parts of upload `id`, sent when it completes.
-    pub(crate) fn completing(mut self, id: &str) -> Self {
-        self.completes = Some(id.to_owned());
-        self
-    }
-
     /// Store `body` as the file: hashed by an instance, durable before
     /// this returns.
     pub(crate) async fn send(self, body: Body) -> Result<FileMeta, AppError> {
@@ -132,6 +126,21 @@ impl FileService {
         options: StoreOptions,
         tokens: &LockTokens,
     ) -> Result<UploadSession<'a>, AppError> {
+        self.upload_completing(caller, path, options, tokens, None)
+            .await
+    }
+
+    /// [`FileService::upload`] of a body that is the parts of upload
+    /// `completes`, if it is one's: those parts count against the quota
+    /// already and become the file, so they are not counted beside it.
+    pub(crate) async fn upload_completing<'a>(
+        &'a self,
+        caller: &Caller,
+        path: &'a FilePath,
+        options: StoreOptions,
+        tokens: &LockTokens,
+        completes: Option<&str>,
+    ) -> Result<UploadSession<'a>, AppError> {
         let owner = caller.owner();
         let parent = parent_key_of(path.as_str());
         self.check_locks(
@@ -148,7 +157,7 @@ impl FileService {
         }
         // The same for the quota: what is left of it (plus the file this
         // replaces). The volume checks again as it commits, under a lock.
-        let room = self.quota_room(caller, path).await?;
+        let room = self.quota_room_completing(caller, path, completes).await?;
         if let Some(room) = room
             && declared.is_some_and(|declared| declared > room)
         {
@@ -160,7 +169,7 @@ impl FileService {
             path,
             options,
             limit: room.map_or(self.max_body, |room| room.min(self.max_body)),
-            completes: None,
+            completes: completes.map(str::to_owned),
         })
     }
 
@@ -172,6 +181,17 @@ impl FileService {
         caller: &Caller,
         path: &FilePath,
     ) -> Result<Option<u64>, AppError> {
+        self.quota_room_completing(caller, path, None).await
+    }
+
+    /// [`FileService::quota_room`] for a file made of upload `completes`'s
+    /// parts, which count already and become the file.
+    async fn quota_room_completing(
+        &self,
+        caller: &Caller,
+        path: &FilePath,
+        completes: Option<&str>,
+    ) -> Result<Option<u64>, AppError> {
         let Some(quota) = caller.user().and_then(|user| user.quota) else {
             return Ok(None);
         };
@@ -179,7 +199,7 @@ impl FileService {
         let used = self
             .volume
             .accounts()
-            .usage(owner)
+            .usage_completing(owner, completes)
             .await
             .map_err(|error| AppError::from_volume(error, path.as_str()))?;
         let replaced = self

@@ -356,7 +356,7 @@ impl FileService {
             .await
             .map_err(|error| AppError::from_volume(error, &upload.id))?;
         if last.size > 0 {
-            parts.push(last);
+            parts.push(last.clone());
         }
         let stored = self
             .store_parts(caller, &path, options, &upload.id, parts, |_| {}, None)
@@ -365,9 +365,14 @@ impl FileService {
             Ok(_) => true,
             Err(error) => is_final(error),
         };
-        if finished && let Err(error) = self.volume.remove_upload(None, &upload.id).await {
-            // The collection removes it when it expires.
-            tracing::warn!(id = %upload.id, %error, "could not remove a finished upload");
+        if finished {
+            if let Err(error) = self.volume.remove_upload(None, &upload.id).await {
+                // The collection removes it when it expires.
+                tracing::warn!(id = %upload.id, %error, "could not remove a finished upload");
+            }
+        } else if let Err(error) = self.volume.discard_upload_part(&upload.id, &last).await {
+            // The upload's removal (expiry, termination) removes it.
+            tracing::warn!(id = %upload.id, %error, "could not remove an unrecorded last part");
         }
         stored
     }
@@ -397,12 +402,11 @@ impl FileService {
         });
         fault.blame(
             match self
-                .upload(caller, path, options, &LockTokens::default())
+                .upload_completing(caller, path, options, &LockTokens::default(), Some(id))
                 .await
             {
                 Ok(session) => {
                     session
-                        .completing(id)
                         .send_described(Body::from_stream(bytes), describe)
                         .await
                 }

@@ -670,7 +670,8 @@ impl Area {
                 &server,
                 alice_tok,
                 &path,
-                random_bytes(64_000),
+                // 18 files, each also charged an entry's overhead.
+                random_bytes(64_000 - 18 * volume::ENTRY_OVERHEAD as usize / 16),
                 &mut alice_files,
             )
             .await;

@@ -8,15 +8,18 @@
 //!   (`X%2DAmz%2DExpires` is `X-Amz-Expires`), SigV2's `Expires` too; a
 //!   SigV2 header-signed request is dated within 15 minutes of the server's
 //!   clock, so a captured request cannot be replayed for ever.
-//! - An XML body (`DeleteObjects`, `CompleteMultipartUpload`, …) is read
-//!   here, up to [`MAX_XML_BODY`]: a larger one is the client's mistake
-//!   (`400 MaxMessageLengthExceeded`), never a server error.
+//! - An XML body (`DeleteObjects`, `CompleteMultipartUpload`, …) is at most
+//!   [`MAX_XML_BODY`]: a larger one is the client's mistake (`400
+//!   MaxMessageLengthExceeded`), never a server error. `s3s` reads it only
+//!   after the signature and the caller are checked.
 //! - Browser form uploads (`POST` of `multipart/form-data`) are refused:
 //!   `s3s` would read the whole file into memory before any check.
 //! - Every answer carries `Content-Security-Policy: sandbox` and `nosniff`,
 //!   as every file answer of the other listeners does: stored HTML served
 //!   from this origin must never run here.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use axum::body::Body;
@@ -24,6 +27,7 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use futures_util::StreamExt as _;
 
 mod signing;
 
@@ -34,14 +38,21 @@ pub(super) const MAX_XML_BODY: usize = 4 << 20;
 /// and dates first, then the body.
 /// `domain` is the virtual-hosted domain, if any.
 pub(super) async fn guard(
-    axum::extract::State(domain): axum::extract::State<Option<std::sync::Arc<str>>>,
+    axum::extract::State(domain): axum::extract::State<Option<Arc<str>>>,
     request: Request,
     next: Next,
 ) -> Response {
     let mut response = match check_head(request.method(), request.uri(), request.headers()) {
         Err(refusal) => refusal.into_response(),
-        Ok(()) => match read_xml_body(request, domain.as_deref()).await {
-            Ok(request) => next.run(request).await,
+        Ok(()) => match bound_document_body(request, domain.as_deref()) {
+            Ok((request, tripped)) => {
+                let response = next.run(request).await;
+                if tripped.is_some_and(|tripped| tripped.load(Ordering::Relaxed)) {
+                    too_large().into_response()
+                } else {
+                    response
+                }
+            }
             Err(refusal) => refusal.into_response(),
         },
     };
@@ -166,7 +177,7 @@ pub(super) fn check_head(
         refusal.close = true;
         return Err(refusal);
     }
-    signing::check_at(method, uri, headers, SystemTime::now())
+    signing::check_at(uri, headers, SystemTime::now())
 }
 
 /// A browser form upload: `POST` of `multipart/form-data`.
@@ -215,6 +226,7 @@ fn body_is_document(
         headers
             .get(header::HOST)
             .and_then(|value| value.to_str().ok())
+            .or_else(|| uri.authority().map(axum::http::uri::Authority::as_str))
             .map(|host| host.rsplit_once(':').map_or(host, |(name, _)| name))
             .is_some_and(|name| {
                 name.to_ascii_lowercase()
@@ -256,21 +268,18 @@ const SUBRESOURCES: &[&str] = &[
     "inventory",
 ];
 
-/// Read a document body whole, up to [`MAX_XML_BODY`], so that `s3s`
-/// finds it read; a larger one is refused as S3 refuses it.
-async fn read_xml_body(request: Request, domain: Option<&str>) -> Result<Request, Refusal> {
+/// Bound a document body to [`MAX_XML_BODY`]. One declared larger is
+/// refused at once, unread; one that turns out larger as `s3s` reads it
+/// (after the signature and the caller are checked, so an anonymous client
+/// makes no one hold its bytes) trips the returned flag, and `s3s`'s answer
+/// to that (a 500: it does not recognise this limit's error) becomes S3's.
+fn bound_document_body(
+    request: Request,
+    domain: Option<&str>,
+) -> Result<(Request, Option<Arc<AtomicBool>>), Refusal> {
     if !body_is_document(request.method(), request.uri(), request.headers(), domain) {
-        return Ok(request);
+        return Ok((request, None));
     }
-    let too_large = || {
-        let mut refusal = Refusal::new(
-            StatusCode::BAD_REQUEST,
-            "MaxMessageLengthExceeded",
-            format!("Your request was too big: a document body is at most {MAX_XML_BODY} bytes."),
-        );
-        refusal.close = true;
-        refusal
-    };
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -279,27 +288,34 @@ async fn read_xml_body(request: Request, domain: Option<&str>) -> Result<Request
     if declared.is_some_and(|length| length > MAX_XML_BODY as u64) {
         return Err(too_large());
     }
+    let tripped = Arc::new(AtomicBool::new(false));
+    let flag = tripped.clone();
     let (parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_XML_BODY).await {
-        Ok(bytes) => bytes,
-        Err(error) => {
-            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
-            while let Some(cause) = source {
-                if cause.is::<http_body_util::LengthLimitError>() {
-                    return Err(too_large());
-                }
-                source = cause.source();
-            }
-            let mut refusal = Refusal::new(
-                StatusCode::BAD_REQUEST,
-                "IncompleteBody",
-                "The request body ended before it was complete.",
-            );
-            refusal.close = true;
-            return Err(refusal);
+    let mut read = 0usize;
+    let body = body.into_data_stream().map(move |chunk| {
+        let chunk = chunk.map_err(std::io::Error::other)?;
+        read = read.saturating_add(chunk.len());
+        if read > MAX_XML_BODY {
+            flag.store(true, Ordering::Relaxed);
+            return Err(std::io::Error::other("a document body over the limit"));
         }
-    };
-    Ok(Request::from_parts(parts, Body::from(bytes)))
+        Ok(chunk)
+    });
+    Ok((
+        Request::from_parts(parts, Body::from_stream(body)),
+        Some(tripped),
+    ))
+}
+
+/// S3's answer to a document body over [`MAX_XML_BODY`].
+fn too_large() -> Refusal {
+    let mut refusal = Refusal::new(
+        StatusCode::BAD_REQUEST,
+        "MaxMessageLengthExceeded",
+        format!("Your request was too big: a document body is at most {MAX_XML_BODY} bytes."),
+    );
+    refusal.close = true;
+    refusal
 }
 
 #[cfg(test)]

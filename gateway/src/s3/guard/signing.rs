@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 
 use super::{Refusal, query_pairs};
 
@@ -14,122 +14,123 @@ const MAX_PRESIGNED: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Largest difference between a SigV2 request's date and the server's clock.
 const MAX_SKEW: Duration = Duration::from_secs(15 * 60);
 
-/// How a request says it is signed.
-#[derive(Debug, PartialEq, Eq)]
-enum Signing {
-    /// No signature: anonymous.
-    None,
-    /// SigV4 in `Authorization`, covering these headers (lower case).
-    V4Header(Vec<String>),
-    /// SigV4 in the query, covering these headers; expiring after so many
-    /// seconds (each spelling of the parameter the query holds).
-    V4Presigned {
-        signed: Vec<String>,
-        expires: Vec<String>,
-    },
-    /// SigV2 in `Authorization` (`AWS key:signature`).
-    V2Header,
-    /// SigV2 in the query, valid until these epoch seconds.
-    V2Presigned { expires: Vec<String> },
-}
-
-/// How `headers` and the query `pairs` sign the request.
-fn signing(headers: &HeaderMap, pairs: &[(String, String)]) -> Signing {
-    let all = |name: &str| -> Vec<String> {
-        pairs
-            .iter()
-            .filter(|(key, _)| key.eq_ignore_ascii_case(name))
-            .map(|(_, value)| value.clone())
-            .collect()
-    };
-    if !all("X-Amz-Signature").is_empty() || !all("X-Amz-Algorithm").is_empty() {
-        return Signing::V4Presigned {
-            signed: all("X-Amz-SignedHeaders")
-                .iter()
-                .flat_map(|list| header_list(list))
-                .collect(),
-            expires: all("X-Amz-Expires"),
-        };
-    }
-    if !all("Signature").is_empty() && !all("AWSAccessKeyId").is_empty() {
-        return Signing::V2Presigned {
-            expires: all("Expires"),
-        };
-    }
-    let Some(authorization) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-    else {
-        return Signing::None;
-    };
-    let authorization = authorization.trim_start();
-    if let Some(rest) = authorization.strip_prefix("AWS4-") {
-        let signed = rest
-            .split([',', ' '])
-            .find_map(|part| part.trim().strip_prefix("SignedHeaders="))
-            .map(header_list)
-            .unwrap_or_default();
-        return Signing::V4Header(signed);
-    }
-    if authorization.starts_with("AWS ") {
-        return Signing::V2Header;
-    }
-    Signing::None
-}
-
-/// A `;`-separated list of header names, in lower case.
-fn header_list(list: &str) -> Vec<String> {
-    list.split(';')
-        .map(|name| name.trim().to_ascii_lowercase())
-        .filter(|name| !name.is_empty())
+/// The values of every query parameter named `name` in any letter case
+/// (a rule must hold however a request spells what `s3s` may read).
+fn values<'a>(pairs: &'a [(String, String)], name: &str) -> Vec<&'a str> {
+    pairs
+        .iter()
+        .filter(|(key, _)| key.eq_ignore_ascii_case(name))
+        .map(|(_, value)| value.as_str())
         .collect()
 }
 
 /// The signature's rules for a request to `uri` with `headers`, at `now`.
+///
+/// Every rule whose marker the request carries is applied, whichever
+/// scheme `s3s` ends up verifying (it tries SigV2's query, SigV2's header,
+/// SigV4's query, then SigV4's header): a request cannot dodge one rule by
+/// also carrying another scheme's marker.
 pub(super) fn check_at(
-    _method: &Method,
     uri: &axum::http::Uri,
     headers: &HeaderMap,
     now: SystemTime,
 ) -> Result<(), Refusal> {
     let pairs = query_pairs(uri.query());
-    match signing(headers, &pairs) {
-        Signing::None => Ok(()),
-        Signing::V4Header(signed) => all_amz_headers_signed(headers, &signed),
-        Signing::V4Presigned { signed, expires } => {
-            all_amz_headers_signed(headers, &signed)?;
-            for value in expires {
-                let seconds = value.trim().parse::<u64>().ok();
-                if seconds.is_none_or(|seconds| seconds > MAX_PRESIGNED.as_secs()) {
-                    return Err(Refusal::new(
-                        StatusCode::BAD_REQUEST,
-                        "AuthorizationQueryParametersError",
-                        "X-Amz-Expires must be less than a week (in seconds) that is 604800",
-                    ));
-                }
+    let has = |name: &str| !values(&pairs, name).is_empty();
+    if has("X-Amz-Signature") || has("X-Amz-Algorithm") || has("X-Amz-Credential") {
+        // `s3s` reads the list under this exact name, once.
+        let lists = values(&pairs, "X-Amz-SignedHeaders");
+        let signed = match lists.as_slice() {
+            [list] if pairs.iter().any(|(key, _)| key == "X-Amz-SignedHeaders") => {
+                header_list(list)
             }
-            Ok(())
-        }
-        Signing::V2Presigned { expires } => {
-            let latest = now + MAX_PRESIGNED;
-            for value in expires {
-                let until = value
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-                    .map(|seconds| SystemTime::UNIX_EPOCH + Duration::from_secs(seconds));
-                if until.is_none_or(|until| until > latest) {
-                    return Err(Refusal::new(
-                        StatusCode::BAD_REQUEST,
-                        "AuthorizationQueryParametersError",
-                        "Expires must be a time (in seconds since the epoch) at most a week from now",
-                    ));
-                }
+            _ => Vec::new(),
+        };
+        all_amz_headers_signed(headers, &signed)?;
+        for value in values(&pairs, "X-Amz-Expires") {
+            let seconds = value.trim().parse::<u64>().ok();
+            if seconds.is_none_or(|seconds| seconds > MAX_PRESIGNED.as_secs()) {
+                return Err(Refusal::new(
+                    StatusCode::BAD_REQUEST,
+                    "AuthorizationQueryParametersError",
+                    "X-Amz-Expires must be less than a week (in seconds) that is 604800",
+                ));
             }
-            Ok(())
         }
-        Signing::V2Header => dated_now(headers, now),
     }
+    if has("Signature") || has("AWSAccessKeyId") {
+        let latest = now + MAX_PRESIGNED;
+        for value in values(&pairs, "Expires") {
+            let until = value
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .map(|seconds| SystemTime::UNIX_EPOCH + Duration::from_secs(seconds));
+            if until.is_none_or(|until| until > latest) {
+                return Err(Refusal::new(
+                    StatusCode::BAD_REQUEST,
+                    "AuthorizationQueryParametersError",
+                    "Expires must be a time (in seconds since the epoch) at most a week from now",
+                ));
+            }
+        }
+    }
+    let mut authorizations = headers.get_all(header::AUTHORIZATION).iter();
+    let Some(authorization) = authorizations.next() else {
+        return Ok(());
+    };
+    let malformed = || {
+        Refusal::new(
+            StatusCode::BAD_REQUEST,
+            "AuthorizationHeaderMalformed",
+            "The authorization header is malformed: it is AWS4-HMAC-SHA256 with \
+             Credential, SignedHeaders and Signature, or SigV2's AWS KEY:SIGNATURE.",
+        )
+    };
+    if authorizations.next().is_some() {
+        return Err(malformed());
+    }
+    let authorization = authorization.to_str().map_err(|_| malformed())?;
+    // SigV4's grammar, as `s3s` parses it (which reads the algorithm's word
+    // but never checks it): whatever that word, the list it signs is this.
+    if let Some((algorithm, signed)) = v4_authorization(authorization) {
+        if algorithm != "AWS4-HMAC-SHA256" {
+            return Err(malformed());
+        }
+        return all_amz_headers_signed(headers, &signed);
+    }
+    if authorization
+        .strip_prefix("AWS ")
+        .is_some_and(|rest| rest.contains(':'))
+    {
+        return dated_now(headers, now);
+    }
+    Err(malformed())
+}
+
+/// SigV4's `Authorization` in `s3s`'s grammar: `ALGORITHM Credential=…,`
+/// then `SignedHeaders=a;b,` then `Signature=…` (spaces allowed after the
+/// commas); the algorithm's word and the signed headers, if it parses.
+fn v4_authorization(text: &str) -> Option<(&str, Vec<String>)> {
+    let (algorithm, rest) = text.split_once(|c: char| c.is_ascii_whitespace())?;
+    let rest = rest.trim_start_matches(|c: char| c.is_ascii_whitespace());
+    let rest = rest.strip_prefix("Credential=")?;
+    let (_, rest) = rest.split_once(',')?;
+    let rest = rest.trim_start_matches(|c: char| c.is_ascii_whitespace());
+    let rest = rest.strip_prefix("SignedHeaders=")?;
+    let (list, rest) = rest.split_once(',')?;
+    let rest = rest.trim_start_matches(|c: char| c.is_ascii_whitespace());
+    rest.strip_prefix("Signature=")?;
+    Some((algorithm, header_list(list)))
+}
+
+/// A `;`-separated list of header names, exactly as written (`s3s` looks
+/// each up as it is, among header names in lower case).
+fn header_list(list: &str) -> Vec<String> {
+    list.split(';')
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Refuse a request with an `x-amz-*` header its signature does not cover,
@@ -222,10 +223,10 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
+    use axum::http::{HeaderValue, Method};
 
     fn head(
-        method: Method,
+        _method: Method,
         uri: &str,
         pairs: &[(&str, &str)],
         now: SystemTime,
@@ -239,7 +240,7 @@ mod tests {
             );
         }
         let uri: axum::http::Uri = uri.parse().unwrap_or_else(|e| panic!("{e}"));
-        check_at(&method, &uri, &headers, now)
+        check_at(&uri, &headers, now)
     }
 
     fn code(result: Result<(), Refusal>) -> Option<&'static str> {
@@ -280,6 +281,55 @@ mod tests {
                 now
             )),
             None
+        );
+    }
+
+    #[test]
+    fn a_request_cannot_dodge_a_rule_by_its_spelling() {
+        let now = SystemTime::now();
+        let smuggled = ("x-amz-copy-source", "other/secret");
+        let date = ("x-amz-date", "20260101T000000Z");
+        // s3s reads SigV4's grammar whatever the algorithm's word says.
+        for authorization in [
+            "X Credential=K/20260101/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-date, Signature=abc",
+            "aws4-hmac-sha256 Credential=K/20260101/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-date, Signature=abc",
+            "AWS Credential=K/20260101/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-date, Signature=abc",
+            "AWS4-HMAC-SHA256,SignedHeaders=host;x-amz-date;x-amz-copy-source Credential=K/20260101/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-date, Signature=abc",
+            "Bearer wst_token",
+        ] {
+            let refused = code(head(
+                Method::PUT,
+                "/b/k",
+                &[("authorization", authorization), date, smuggled],
+                now,
+            ));
+            assert!(refused.is_some(), "{authorization}");
+        }
+        // A SigV2 request dated 2018 with a SigV4 marker in its query (which
+        // SigV2 does not sign): still dated.
+        let old = [
+            ("authorization", "AWS K:sig"),
+            ("date", "Mon, 01 Jan 2018 00:00:00 GMT"),
+        ];
+        assert_eq!(
+            code(head(Method::GET, "/b/k?X-Amz-Algorithm=", &old, now)),
+            Some("RequestTimeTooSkewed")
+        );
+        // A SigV2 URL for a century with a SigV4 marker beside it.
+        let century = "/b/k?AWSAccessKeyId=K&Signature=s&Expires=4102444800&X-Amz-Algorithm=";
+        assert_eq!(
+            code(head(Method::GET, century, &[], now)),
+            Some("AuthorizationQueryParametersError")
+        );
+        // Two Authorization headers: refused.
+        assert_eq!(
+            code(head(
+                Method::GET,
+                "/b/k",
+                &[("authorization", V4), ("authorization", "AWS K:sig"), date],
+                now
+            )),
+            Some("AuthorizationHeaderMalformed")
         );
     }
 
