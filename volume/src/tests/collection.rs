@@ -111,7 +111,7 @@ async fn an_unfinished_removal_is_finished_then_written_again(backend: &Backend)
     // Drop the row and mark the blob as a stopped remover would have.
     delete_row_only(&volume, "f").await;
     let mut tx = volume.db().begin_write().await.unwrap();
-    ledger::mark_deleting(&mut tx, &digest, &volume.claimant, 0)
+    ledger::mark_deleting(&mut tx, &digest, &volume.claimant.id, 0)
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -134,7 +134,7 @@ async fn a_stale_removal_is_taken_over_once(backend: &Backend) {
     put(&volume, "f", b"taken over").await.unwrap();
     delete_row_only(&volume, "f").await;
     let mut tx = volume.db().begin_write().await.unwrap();
-    ledger::mark_deleting(&mut tx, &digest, &volume.claimant, 0)
+    ledger::mark_deleting(&mut tx, &digest, &volume.claimant.id, 0)
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -209,8 +209,8 @@ async fn removals_cut_off_by_a_kill_are_finished_at_the_next_start(backend: &Bac
         delete_row_only(&volume, name).await;
     }
     let now = now_ms();
-    mark_deleting(&volume, &marked, &volume.claimant, now).await;
-    mark_deleting(&volume, &removed, &volume.claimant, now).await;
+    mark_deleting(&volume, &marked, &volume.claimant.id, now).await;
+    mark_deleting(&volume, &removed, &volume.claimant.id, now).await;
     volume.blobs.remove(&removed).await.unwrap();
     let other_gateway = "0123456789abcdef0123456789abcdef";
     mark_deleting(&volume, &elsewhere, other_gateway, now).await;
@@ -259,7 +259,7 @@ async fn a_removal_of_a_blob_a_file_names_is_undone(backend: &Backend) {
     let (mine, theirs) = (digest_of(b"mine"), digest_of(b"theirs"));
     put(&volume, "mine", b"mine").await.unwrap();
     put(&volume, "theirs", b"theirs").await.unwrap();
-    mark_deleting(&volume, &mine, &volume.claimant, now_ms()).await;
+    mark_deleting(&volume, &mine, &volume.claimant.id, now_ms()).await;
     mark_deleting(&volume, &theirs, "0123456789abcdef0123456789abcdef", 0).await;
     drop(volume);
 
