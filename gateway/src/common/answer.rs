@@ -12,14 +12,11 @@ use crate::service::{FileRead, ReadBody};
 
 use super::headers::{http_date, insert};
 
-/// A file's answer, whole, ranged, headers only or not modified: shared
-/// by every adapter that serves file content over HTTP.
-pub(crate) fn file_response(read: FileRead) -> Response {
-    let meta = &read.meta;
-    let mut headers = HeaderMap::new();
-    // Stored content is the uploader's, served from this origin: never let
-    // a browser run it here (it could read the viewer's session), sniff a
-    // type into it, or a shared cache hand one user's file to another.
+/// Stored content is the uploader's, served from this origin: never let a
+/// browser run it here (it could read the viewer's session) or sniff a type
+/// into it. Every answer with file content carries these, on every
+/// listener.
+pub(crate) fn keep_inert(headers: &mut HeaderMap) {
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static("sandbox; default-src 'none'"),
@@ -28,6 +25,15 @@ pub(crate) fn file_response(read: FileRead) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+}
+
+/// A file's answer, whole, ranged, headers only or not modified: shared
+/// by every adapter that serves file content over HTTP.
+pub(crate) fn file_response(read: FileRead) -> Response {
+    let meta = &read.meta;
+    let mut headers = HeaderMap::new();
+    // Nor let a shared cache hand one user's file to another.
+    keep_inert(&mut headers);
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private"));
     headers.insert(
         header::VARY,

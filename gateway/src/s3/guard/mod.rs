@@ -24,7 +24,7 @@ use std::time::SystemTime;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use futures_util::StreamExt as _;
@@ -56,15 +56,7 @@ pub(super) async fn guard(
             Err(refusal) => refusal.into_response(),
         },
     };
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("sandbox; default-src 'none'"),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
+    crate::common::answer::keep_inert(response.headers_mut());
     response
 }
 
@@ -321,6 +313,7 @@ fn too_large() -> Refusal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderValue;
 
     #[test]
     fn document_bodies_are_told_from_content() {
