@@ -318,7 +318,7 @@ impl S3Api {
         // `If-Range` governs the client's `Range`, not a part's.
         let if_range = asked_if_range
             .filter(|_| input.range.is_some() && input.part_number.is_none())
-            .map(|asked| super::if_range::validator(asked, &found));
+            .map(|asked| super::if_range::validator(asked, &found.etag, &found.meta.sha256));
         let range = match input.part_number {
             Some(part) => part_range(found.info.as_ref(), input.range.is_some(), part)?,
             None => input.range,
