@@ -14,9 +14,9 @@ use crate::error::VolumeError;
 use crate::tree::Tree;
 use crate::types::now_ms;
 pub use crate::types::{Owner, UserId};
-use crate::{locks, properties, quota};
+use crate::{locks, properties};
 
-mod shares;
+pub(crate) mod shares;
 pub(crate) use shares::share_count;
 
 /// A user as the gateway needs it to authenticate and authorize.
@@ -164,6 +164,13 @@ pub const MAX_SESSIONS_PER_USER: i64 = 32;
 #[derive(Debug, Clone)]
 pub struct Accounts {
     db: Database,
+}
+
+impl Accounts {
+    /// The database, for what `quota` weighs on the accounts' side.
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
+    }
 }
 
 fn to_i64(bytes: u64) -> Result<i64, VolumeError> {
@@ -325,28 +332,6 @@ impl Accounts {
                 Ok(moved)
             })
             .await
-    }
-
-    /// What `owner` uses against a quota (see `quota`: their files',
-    /// properties' and unfinished uploads' bytes, and an overhead for each
-    /// entry).
-    pub async fn usage(&self, owner: Owner) -> Result<u64, VolumeError> {
-        self.usage_completing(owner, None).await
-    }
-
-    /// [`Accounts::usage`], leaving out the parts of upload `completing`
-    /// (which become the file it completes, counted once).
-    pub async fn usage_completing(
-        &self,
-        owner: Owner,
-        completing: Option<&str>,
-    ) -> Result<u64, VolumeError> {
-        let mut conn = self.db.pool().acquire().await?;
-        let leaving = quota::Leaving {
-            file: None,
-            upload: completing,
-        };
-        quota::usage(&self.db, &mut conn, owner, leaving).await
     }
 
     /// Record a token for `user`: `hash` is what requests are matched on,

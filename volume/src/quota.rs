@@ -133,3 +133,49 @@ pub(crate) async fn check_made(
     }
     Ok(())
 }
+
+/// What the quota weighs on the accounts' side: what an owner uses, and a
+/// share link's cost (the `shares` table's module records it).
+impl accounts::Accounts {
+    /// What `owner` uses against a quota (see [`usage`]: their files',
+    /// properties' and unfinished uploads' bytes, and an overhead for each
+    /// entry).
+    pub async fn usage(&self, owner: Owner) -> Result<u64, VolumeError> {
+        self.usage_completing(owner, None).await
+    }
+
+    /// [`accounts::Accounts::usage`], leaving out the parts of upload
+    /// `completing` (which become the file it completes, counted once).
+    pub async fn usage_completing(
+        &self,
+        owner: Owner,
+        completing: Option<&str>,
+    ) -> Result<u64, VolumeError> {
+        let mut conn = self.db().pool().acquire().await?;
+        let leaving = Leaving {
+            file: None,
+            upload: completing,
+        };
+        usage(self.db(), &mut conn, owner, leaving).await
+    }
+
+    /// Record a share link `id` for `owner`'s `path`. A link costs
+    /// [`ENTRY_OVERHEAD`] against the owner's quota: refused
+    /// (`QuotaExceeded`) past it, weighed under the owner's user row.
+    pub async fn add_share(
+        &self,
+        id: &str,
+        owner: Owner,
+        path: &FilePath,
+        file_created_ms: i64,
+        expires_ms: Option<i64>,
+    ) -> Result<(), VolumeError> {
+        let db = self.db();
+        db.write(async |tx: &mut WriteTx| {
+            let quota = lock(db, tx, owner).await?;
+            check(db, tx, owner, quota, Leaving::NOTHING, cost(0)).await?;
+            accounts::shares::insert_in(tx, id, owner, path, file_created_ms, expires_ms).await
+        })
+        .await
+    }
+}

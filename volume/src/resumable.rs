@@ -4,7 +4,9 @@
 //! weighs them against the owner's quota; a part not recorded is removed
 //! again.
 
+use crate::db::WriteTx;
 use crate::error::VolumeError;
+use crate::quota;
 use crate::types::{Owner, now_ms};
 use crate::{BlobReader, StagedBlob, Volume, uploads};
 
@@ -85,17 +87,9 @@ impl Volume {
         expires_ms: i64,
     ) -> Result<Option<uploads::Upload>, VolumeError> {
         let part = self.store_upload_part(id, offset, staged).await?;
-        let recorded = uploads::record_part(
-            self.db(),
-            owner,
-            id,
-            offset,
-            part.size,
-            &part.name,
-            length,
-            expires_ms,
-        )
-        .await;
+        let recorded = self
+            .record_part(owner, id, offset, &part, length, expires_ms)
+            .await;
         // A part refused (past the quota or the part limit) or not taken
         // (the upload moved on) is removed again: nothing names it.
         if !matches!(recorded, Ok(Some(_))) && part.size > 0 {
@@ -165,7 +159,10 @@ impl Volume {
             created_ms: now_ms(),
         };
         self.blobs.write_part(id, &part.name, &mut staged).await?;
-        match uploads::record_numbered_part(self.db(), owner, id, &part, expires_ms).await {
+        match self
+            .record_numbered_part(owner, id, &part, expires_ms)
+            .await
+        {
             Ok(Some(replaced)) => {
                 if let Some(replaced) = replaced {
                     self.blobs.remove_part(id, &replaced).await?;
@@ -219,5 +216,75 @@ impl Volume {
     /// Unfinished uploads that have not expired.
     pub async fn uploads_in_progress(&self) -> Result<u64, VolumeError> {
         uploads::in_progress(self.db()).await
+    }
+
+    /// Record tus part `part` of `owner`'s upload `id` (see
+    /// [`uploads::record_part_in`]), refused when the upload has
+    /// [`uploads::MAX_PARTS`]` - 1` already (`TooManyParts`: the rest must
+    /// come in one request) or when it would take its owner past their quota
+    /// (`QuotaExceeded`), weighed under the owner's user row, taken before
+    /// the upload's (the quota's lock order), with everything else they keep.
+    async fn record_part(
+        &self,
+        owner: Owner,
+        id: &str,
+        offset: u64,
+        part: &uploads::UploadPart,
+        length: Option<u64>,
+        expires_ms: i64,
+    ) -> Result<Option<uploads::Upload>, VolumeError> {
+        let db = self.db();
+        let now = now_ms();
+        db.write(async |tx: &mut WriteTx| {
+            let quota = quota::lock(db, tx, owner).await?;
+            if part.size > 0 {
+                if uploads::part_count_in(tx, id).await? >= u64::from(uploads::MAX_PARTS) - 1 {
+                    return Err(VolumeError::TooManyParts {
+                        limit: uploads::MAX_PARTS,
+                    });
+                }
+                let cost = quota::cost(part.size);
+                quota::check(db, tx, owner, quota, quota::Leaving::NOTHING, cost).await?;
+            }
+            uploads::record_part_in(
+                tx, owner, id, offset, part.size, &part.name, length, expires_ms, now,
+            )
+            .await
+        })
+        .await
+    }
+
+    /// Record S3 part `part` of `owner`'s unexpired multipart upload `id`,
+    /// replacing a part of the same number, and move the upload's expiry to
+    /// `expires_ms`: the name of the part it replaced, as `Some(Some(name))`;
+    /// `None` when the upload is gone. Refused (`QuotaExceeded`) when what
+    /// the part adds would take its owner past their quota, weighed under
+    /// the owner's user row with everything else they keep.
+    async fn record_numbered_part(
+        &self,
+        owner: Owner,
+        id: &str,
+        part: &uploads::MultipartPart,
+        expires_ms: i64,
+    ) -> Result<Option<Option<String>>, VolumeError> {
+        let db = self.db();
+        let now = now_ms();
+        db.write(async |tx: &mut WriteTx| {
+            let quota = quota::lock(db, tx, owner).await?;
+            if !uploads::touch_multipart_in(tx, owner, id, expires_ms, now).await? {
+                return Ok(None);
+            }
+            let replaced = uploads::numbered_part_in(tx, id, part.number).await?;
+            // What the part adds beside the one it replaces; one no larger
+            // adds nothing, and is taken even past the quota (it frees room).
+            let freed = replaced.as_ref().map_or(0, |(_, size)| quota::cost(*size));
+            let added = quota::cost(part.size).saturating_sub(freed);
+            if added > 0 {
+                quota::check(db, tx, owner, quota, quota::Leaving::NOTHING, added).await?;
+            }
+            uploads::record_numbered_part_in(tx, id, part).await?;
+            Ok(Some(replaced.map(|(name, _)| name)))
+        })
+        .await
     }
 }

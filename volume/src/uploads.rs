@@ -9,7 +9,6 @@ use sqlx::AnyConnection;
 
 use crate::db::{Database, WriteTx, sql};
 use crate::error::VolumeError;
-use crate::quota;
 use crate::types::{Owner, now_ms};
 
 /// Most unfinished uploads one owner may have at once (each expires; the
@@ -216,18 +215,24 @@ pub(crate) async fn get(
     Ok(row.map(Upload::from))
 }
 
-/// Record a part of `size` bytes stored as `name` at the upload's offset,
-/// if that offset is still `offset` (no other request took the upload
-/// further meanwhile) and the upload has not expired; its length is set to
-/// `length` if it had none, and its expiry moved to `expires_ms`. `None`
-/// when the upload moved on or is gone. A part is refused when the upload
-/// has [`MAX_PARTS`]` - 1` already (`TooManyParts`: the rest must come in
-/// one request), or when it would take its owner past their quota
-/// (`QuotaExceeded`), weighed under the owner's user row with everything
-/// else they keep.
+/// How many parts upload `id` keeps, in `tx`.
+pub(crate) async fn part_count_in(tx: &mut WriteTx, id: &str) -> Result<u64, VolumeError> {
+    let (parts,): (i64,) = sql::query_as("SELECT COUNT(*) FROM upload_parts WHERE upload_id = $1")
+        .bind(id)
+        .fetch_one(&mut **tx)
+        .await?;
+    Ok(u64::try_from(parts).unwrap_or_default())
+}
+
+/// Record, in `tx`, a part of `size` bytes stored as `name` at the
+/// upload's offset, if that offset is still `offset` (no other request took
+/// the upload further meanwhile) and the upload has not expired at `now`;
+/// its length is set to `length` if it had none, and its expiry moved to
+/// `expires_ms`. `None` when the upload moved on or is gone. The caller
+/// weighs the part first (the part limit, the quota).
 #[allow(clippy::too_many_arguments)]
-pub(crate) async fn record_part(
-    db: &Database,
+pub(crate) async fn record_part_in(
+    tx: &mut WriteTx,
     owner: Owner,
     id: &str,
     offset: u64,
@@ -235,59 +240,41 @@ pub(crate) async fn record_part(
     name: &str,
     length: Option<u64>,
     expires_ms: i64,
+    now: i64,
 ) -> Result<Option<Upload>, VolumeError> {
-    let now = now_ms();
-    db.write(async |tx: &mut WriteTx| {
-        // The user row before the upload's: the quota's lock order.
-        let quota = quota::lock(db, tx, owner).await?;
-        if size > 0 {
-            let (parts,): (i64,) =
-                sql::query_as("SELECT COUNT(*) FROM upload_parts WHERE upload_id = $1")
-                    .bind(id)
-                    .fetch_one(&mut **tx)
-                    .await?;
-            if parts >= i64::from(MAX_PARTS) - 1 {
-                return Err(VolumeError::TooManyParts { limit: MAX_PARTS });
-            }
-            let cost = quota::cost(size);
-            quota::check(db, tx, owner, quota, quota::Leaving::NOTHING, cost).await?;
-        }
-        let moved = sql::query(
-            "UPDATE uploads SET received = received + $1, expires_ms = $2, \
-             length = COALESCE(length, $3) \
-             WHERE id = $4 AND owner = $5 AND received = $6 AND expires_ms > $7",
+    let moved = sql::query(
+        "UPDATE uploads SET received = received + $1, expires_ms = $2, \
+         length = COALESCE(length, $3) \
+         WHERE id = $4 AND owner = $5 AND received = $6 AND expires_ms > $7",
+    )
+    .bind(to_i64(size))
+    .bind(expires_ms)
+    .bind(length.map(to_i64))
+    .bind(id)
+    .bind(owner.id())
+    .bind(to_i64(offset))
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    if moved.rows_affected() != 1 {
+        return Ok(None);
+    }
+    if size > 0 {
+        sql::query(
+            "INSERT INTO upload_parts (upload_id, offset_at, size, name) VALUES ($1, $2, $3, $4)",
         )
-        .bind(to_i64(size))
-        .bind(expires_ms)
-        .bind(length.map(to_i64))
         .bind(id)
-        .bind(owner.id())
         .bind(to_i64(offset))
-        .bind(now)
+        .bind(to_i64(size))
+        .bind(name)
         .execute(&mut **tx)
         .await?;
-        if moved.rows_affected() != 1 {
-            return Ok(None);
-        }
-        if size > 0 {
-            sql::query(
-                "INSERT INTO upload_parts (upload_id, offset_at, size, name) VALUES ($1, $2, $3, $4)",
-            )
-            .bind(id)
-            .bind(to_i64(offset))
-            .bind(to_i64(size))
-            .bind(name)
-            .execute(&mut **tx)
-            .await?;
-        }
-        let row: UploadRow =
-            sql::query_as(&format!("SELECT {COLUMNS} FROM uploads WHERE id = $1"))
-                .bind(id)
-                .fetch_one(&mut **tx)
-                .await?;
-        Ok(Some(Upload::from(row)))
-    })
-    .await
+    }
+    let row: UploadRow = sql::query_as(&format!("SELECT {COLUMNS} FROM uploads WHERE id = $1"))
+        .bind(id)
+        .fetch_one(&mut **tx)
+        .await?;
+    Ok(Some(Upload::from(row)))
 }
 
 /// The bytes and the parts `owner`'s unexpired uploads keep, leaving out
@@ -427,73 +414,71 @@ pub(crate) async fn in_progress(db: &Database) -> Result<u64, VolumeError> {
     Ok(u64::try_from(count).unwrap_or_default())
 }
 
-/// Record part `part` of `owner`'s unexpired multipart upload `id`,
-/// replacing a part of the same number, and move the upload's expiry to
-/// `expires_ms`: the name of the part it replaced (whose object the caller
-/// removes), as `Ok(Some(Some(name)))`; `Ok(None)` when the upload is gone.
-/// Refused (`QuotaExceeded`) when what the part adds would take its owner
-/// past their quota, weighed under the owner's user row with everything
-/// else they keep.
-pub(crate) async fn record_numbered_part(
-    db: &Database,
+/// Move `owner`'s unexpired (at `now`) multipart upload `id`'s expiry to
+/// `expires_ms`, in `tx`; `false` when the upload is gone.
+pub(crate) async fn touch_multipart_in(
+    tx: &mut WriteTx,
     owner: Owner,
     id: &str,
-    part: &MultipartPart,
     expires_ms: i64,
-) -> Result<Option<Option<String>>, VolumeError> {
-    let now = now_ms();
-    db.write(async |tx: &mut WriteTx| {
-        // The user row before the upload's: the quota's lock order.
-        let quota = quota::lock(db, tx, owner).await?;
-        let touched = sql::query(
-            "UPDATE uploads SET expires_ms = $1 \
-             WHERE id = $2 AND owner = $3 AND kind = 'multipart' AND expires_ms > $4",
-        )
-        .bind(expires_ms)
-        .bind(id)
-        .bind(owner.id())
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
-        if touched.rows_affected() != 1 {
-            return Ok(None);
-        }
-        let replaced: Option<(String, i64)> = sql::query_as(
-            "SELECT name, size FROM multipart_parts WHERE upload_id = $1 AND part_number = $2",
-        )
-        .bind(id)
-        .bind(i64::from(part.number))
-        .fetch_optional(&mut **tx)
-        .await?;
-        // What the part adds beside the one it replaces; one no larger
-        // adds nothing, and is taken even past the quota (it frees room).
-        let freed = replaced.as_ref().map_or(0, |(_, size)| {
-            quota::cost(u64::try_from(*size).unwrap_or_default())
-        });
-        let added = quota::cost(part.size).saturating_sub(freed);
-        if added > 0 {
-            quota::check(db, tx, owner, quota, quota::Leaving::NOTHING, added).await?;
-        }
-        sql::query(
-            "INSERT INTO multipart_parts \
-             (upload_id, part_number, size, etag, checksum, name, created_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) \
-             ON CONFLICT (upload_id, part_number) DO UPDATE SET size = excluded.size, \
-             etag = excluded.etag, checksum = excluded.checksum, name = excluded.name, \
-             created_ms = excluded.created_ms",
-        )
-        .bind(id)
-        .bind(i64::from(part.number))
-        .bind(to_i64(part.size))
-        .bind(&part.etag)
-        .bind(&part.checksum)
-        .bind(&part.name)
-        .bind(part.created_ms)
-        .execute(&mut **tx)
-        .await?;
-        Ok(Some(replaced.map(|(name, _)| name)))
-    })
-    .await
+    now: i64,
+) -> Result<bool, VolumeError> {
+    let touched = sql::query(
+        "UPDATE uploads SET expires_ms = $1 \
+         WHERE id = $2 AND owner = $3 AND kind = 'multipart' AND expires_ms > $4",
+    )
+    .bind(expires_ms)
+    .bind(id)
+    .bind(owner.id())
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(touched.rows_affected() == 1)
+}
+
+/// The part numbered `number` of multipart upload `id`, in `tx`: its
+/// object's name and its size.
+pub(crate) async fn numbered_part_in(
+    tx: &mut WriteTx,
+    id: &str,
+    number: u32,
+) -> Result<Option<(String, u64)>, VolumeError> {
+    let part: Option<(String, i64)> = sql::query_as(
+        "SELECT name, size FROM multipart_parts WHERE upload_id = $1 AND part_number = $2",
+    )
+    .bind(id)
+    .bind(i64::from(number))
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(part.map(|(name, size)| (name, u64::try_from(size).unwrap_or_default())))
+}
+
+/// Record `part` of multipart upload `id` in `tx`, replacing a part of the
+/// same number (the caller weighs it first, and removes the replaced
+/// part's object).
+pub(crate) async fn record_numbered_part_in(
+    tx: &mut WriteTx,
+    id: &str,
+    part: &MultipartPart,
+) -> Result<(), VolumeError> {
+    sql::query(
+        "INSERT INTO multipart_parts \
+         (upload_id, part_number, size, etag, checksum, name, created_ms) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) \
+         ON CONFLICT (upload_id, part_number) DO UPDATE SET size = excluded.size, \
+         etag = excluded.etag, checksum = excluded.checksum, name = excluded.name, \
+         created_ms = excluded.created_ms",
+    )
+    .bind(id)
+    .bind(i64::from(part.number))
+    .bind(to_i64(part.size))
+    .bind(&part.etag)
+    .bind(&part.checksum)
+    .bind(&part.name)
+    .bind(part.created_ms)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// The recorded parts of multipart upload `id`, by number.

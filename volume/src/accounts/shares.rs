@@ -1,6 +1,7 @@
 //! Share links (the `shares` table): a file of its owner's tree, readable
 //! by anyone with the link until it expires or is revoked. Each costs an
-//! entry's overhead against its owner's quota (see `quota`).
+//! entry's overhead against its owner's quota (`quota` weighs a new one,
+//! then records it with [`insert_in`]).
 
 use sqlx::AnyConnection;
 
@@ -8,50 +9,9 @@ use super::{Accounts, Share};
 use crate::db::{WriteTx, sql};
 use crate::error::VolumeError;
 use crate::path::FilePath;
-use crate::quota;
 use crate::types::{Owner, now_ms};
 
 impl Accounts {
-    /// Record a share link `id` for `owner`'s `path`. A link costs
-    /// [`quota::ENTRY_OVERHEAD`] against the owner's quota: refused
-    /// (`QuotaExceeded`) past it, weighed under the owner's user row.
-    pub async fn add_share(
-        &self,
-        id: &str,
-        owner: Owner,
-        path: &FilePath,
-        file_created_ms: i64,
-        expires_ms: Option<i64>,
-    ) -> Result<(), VolumeError> {
-        let db = &self.db;
-        db.write(async |tx: &mut WriteTx| {
-            let quota = quota::lock(db, tx, owner).await?;
-            quota::check(
-                db,
-                tx,
-                owner,
-                quota,
-                quota::Leaving::NOTHING,
-                quota::cost(0),
-            )
-            .await?;
-            sql::query(
-                "INSERT INTO shares (id, owner, path, file_created_ms, expires_ms, created_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(id)
-            .bind(owner.id())
-            .bind(path.as_str())
-            .bind(file_created_ms)
-            .bind(expires_ms)
-            .bind(now_ms())
-            .execute(&mut **tx)
-            .await?;
-            Ok(())
-        })
-        .await
-    }
-
     pub async fn share(&self, id: &str) -> Result<Option<Share>, VolumeError> {
         let row: Option<(String, i64, String, i64, Option<i64>)> = sql::query_as(
             "SELECT id, owner, path, file_created_ms, expires_ms FROM shares WHERE id = $1",
@@ -92,4 +52,29 @@ pub(crate) async fn share_count(
         .fetch_one(conn)
         .await?;
     Ok(u64::try_from(shares).unwrap_or_default())
+}
+
+/// Record, in `tx`, a share link `id` for `owner`'s `path` (the caller
+/// weighs it against the quota first).
+pub(crate) async fn insert_in(
+    tx: &mut WriteTx,
+    id: &str,
+    owner: Owner,
+    path: &FilePath,
+    file_created_ms: i64,
+    expires_ms: Option<i64>,
+) -> Result<(), VolumeError> {
+    sql::query(
+        "INSERT INTO shares (id, owner, path, file_created_ms, expires_ms, created_ms)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(id)
+    .bind(owner.id())
+    .bind(path.as_str())
+    .bind(file_created_ms)
+    .bind(expires_ms)
+    .bind(now_ms())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
