@@ -1,4 +1,4 @@
-# Multi-stage build: the gateway's build script builds the Wasm guest, so one
+# Multi-stage build: the host crate's build script builds the Wasm guest, so one
 # `cargo build` makes a binary with the storage component embedded.
 FROM rust:1.95-bookworm AS build
 RUN rustup target add wasm32-wasip2

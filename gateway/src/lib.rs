@@ -1,57 +1,44 @@
-//! wasm-storage gateway: an HTTP file store whose request handlers run as
-//! long-lived WebAssembly instances.
+//! wasm-storage gateway: the binary that wires the layers together. An
+//! HTTP file store whose request handlers run as long-lived WebAssembly
+//! instances.
 //!
-//! A request enters through axum ([`app`]), is validated, reserves its
-//! bytes of the [`budget::MemoryBudget`] and leases an idle instance from
-//! the [`pool::Pool`]; only then is its body read, from the socket straight
-//! into the instance, which reads and writes through the host's `volume`
-//! crate.
+//! A request enters through axum ([`app`]) and reaches one protocol
+//! adapter (`api-rest`, `api-dav`, `api-admin`, or the S3 API on its own
+//! listener), which takes a caller from `auth` and calls the
+//! `file-service`; the service alone leases instances from the
+//! `storage-host` pool and talks to the `volume`. See ARCHITECTURE.md for
+//! the crate map.
 //!
-//! Layout:
+//! This crate:
 //! - [`config`]: flags and environment variables, with their defaults;
 //!   [`cli`]: the `user` and `token` subcommands.
 //! - [`server`]: the listener: connection cap, header timeout, bounded
 //!   graceful shutdown.
-//! - [`auth`]: who is asking ([`auth::Caller`]), from tokens, HTTP Basic or
-//!   a session cookie; the secrets; failed attempts per address.
-//! - [`budget`]: the memory budget: pool memory plus reservations.
-//! - [`runtime`]: the wasmtime engine, the component's bindings, typed calls,
-//!   the memory limiter and the host side of the `volume` and `body`
-//!   interfaces.
-//! - [`pool`]: the instance pool: lifecycle and drain-and-replace, dispatch
-//!   policy, admission by bytes and the wait queue, leases.
-//! - [`recycler`]: the embedded estimator task: samples, modes, threshold.
-//! - `service`: the file service, the one way every protocol reaches
-//!   files: the only caller of the pool and the volume for them, and the
-//!   one place the quota, locks and memory reservation are applied.
-//! - `routes`: the HTTP interface (`files`, the REST adapter; `share`,
-//!   share links; `auth`, `admin`, `health`, `metrics`, `web`: the page in
-//!   `src/web/index.html`).
-//! - `dav`: WebDAV at `/dav/`, an adapter over the same service, so the
-//!   store mounts as a drive.
-//! - `common`: what the adapters share (headers, the `If` header, a file's
-//!   HTTP answer, small bodies); adapters never import each other.
-//! - [`error`]: every client-visible error and its status code.
+//! - this file: [`start`] (open the volume, start the pool and the
+//!   recycler), [`app`] (the routers merged), [`serve`].
+//! - [`s3`]: the S3 API, an adapter over the same service.
 //! - [`fuzzing`]: entry points for the fuzzers of client-input parsers.
-//! - `procstat`: process RSS and private-dirty bytes from `/proc/self`.
 
-pub mod auth;
-pub mod budget;
 pub mod cli;
 pub mod config;
-pub mod error;
 pub mod fuzzing;
-pub mod pool;
-pub mod procstat;
-pub mod recycler;
-pub mod runtime;
 pub mod s3;
 pub mod server;
 
-mod common;
-mod dav;
-mod routes;
-mod service;
+pub use auth;
+pub use storage_host::{budget, pool, procstat, recycler, runtime};
+
+// The S3 adapter's view of the layers below, until it is a crate of its own.
+mod error {
+    pub(crate) use file_service::ServiceError as AppError;
+}
+mod common {
+    pub(crate) use api_common::{answer, headers};
+}
+mod service {
+    pub(crate) use file_service::*;
+}
+use api_common::trace_layer;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -60,14 +47,18 @@ use std::time::Duration;
 use anyhow::Context as _;
 use axum::Router;
 use tokio::net::TcpListener;
-use tower_http::trace::TraceLayer;
 
-use crate::auth::Authenticator;
-use crate::budget::MemoryBudget;
+use api_admin::AdminState;
+use api_dav::DavState;
+use api_rest::RestState;
+use auth::Authenticator;
+use file_service::FileService;
+use storage_host::budget::MemoryBudget;
+use storage_host::pool::{Pool, PoolConfig};
+use storage_host::recycler::{EstimatorConfig, Recycler};
+use storage_host::runtime::{BUILTIN_GUEST, Runtime, RuntimeLimits};
+
 use crate::config::Config;
-use crate::pool::{Pool, PoolConfig};
-use crate::recycler::{EstimatorConfig, Recycler};
-use crate::runtime::{BUILTIN_GUEST, Runtime, RuntimeLimits};
 use crate::server::ConnectionLimits;
 use volume::Volume;
 
@@ -75,7 +66,7 @@ use volume::Volume;
 #[derive(Debug, Clone)]
 pub struct AppState {
     /// Files, for every protocol.
-    pub(crate) files: service::FileService,
+    pub files: FileService,
     pub pool: Arc<Pool>,
     pub volume: Arc<Volume>,
     pub recycler: Arc<Recycler>,
@@ -211,7 +202,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
     let recycler_task = tokio::spawn(recycler.clone().run());
     let collector_task = tokio::spawn(collect_garbage(volume.clone(), config.gc_interval));
     Ok(AppState {
-        files: service::FileService::new(
+        files: FileService::new(
             pool.clone(),
             volume.clone(),
             auth.clone(),
@@ -279,30 +270,27 @@ async fn open_accounts(config: &Config, volume: &Volume) -> anyhow::Result<Authe
 
 /// The whole HTTP interface.
 pub fn app(state: AppState) -> Router {
+    let rest = RestState {
+        files: state.files.clone(),
+        auth: state.auth.clone(),
+    };
+    let dav = DavState {
+        files: state.files.clone(),
+        auth: state.auth.clone(),
+    };
+    let admin = AdminState {
+        files: state.files,
+        pool: state.pool,
+        recycler: state.recycler,
+        auth: state.auth,
+        volume: state.volume,
+    };
     Router::new()
-        .merge(routes::files::router())
-        .merge(dav::router())
-        .merge(routes::share::router())
-        .merge(routes::uploads::router())
-        .merge(routes::auth::router())
-        .merge(routes::admin::router())
-        .merge(routes::health::router())
-        .merge(routes::metrics::router())
-        .merge(routes::web::router())
+        .merge(api_rest::router(rest))
+        .merge(api_dav::router(dav))
+        .merge(api_admin::router(admin))
         .layer(axum::middleware::from_fn(one_host))
         .layer(trace_layer())
-        .with_state(state)
-}
-
-/// Each request's span, and its failures at DEBUG: a 4xx is the client's
-/// mistake and a 5xx the server's answer to load (503) or to a missing
-/// feature (501); the server's own faults are logged at ERROR where they
-/// happen, with their detail (`AppError::Internal`, `s3::error`).
-pub(crate) fn trace_layer()
--> TraceLayer<tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>>
-{
-    TraceLayer::new_for_http()
-        .on_failure(tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG))
 }
 
 /// The log filter for `RUST_LOG` (`info` when unset). `s3s` logs every
@@ -339,7 +327,7 @@ async fn one_host(
         .iter()
         .count();
     if request.version() == axum::http::Version::HTTP_11 && hosts != 1 {
-        return error::AppError::BadRequest(
+        return api_common::ApiError::BadRequest(
             "an HTTP/1.1 request needs exactly one Host header".into(),
         )
         .into_response();

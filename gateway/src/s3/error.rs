@@ -28,7 +28,7 @@ pub(super) fn s3_error_of(error: AppError, not_found: S3ErrorCode) -> S3Error {
         AppError::RangeNotSatisfiable { .. } => (S3ErrorCode::InvalidRange, None),
         // The memory budget (or every instance) is taken now: clients back
         // off and retry a SlowDown.
-        AppError::Unavailable(_) | AppError::TooManyAttempts { .. } => {
+        AppError::Unavailable(_) => {
             let mut error = S3Error::with_message(S3ErrorCode::SlowDown, message);
             let mut headers = HeaderMap::new();
             headers.insert("retry-after", HeaderValue::from_static("1"));
@@ -49,16 +49,10 @@ pub(super) fn s3_error_of(error: AppError, not_found: S3ErrorCode) -> S3Error {
             S3ErrorCode::Custom("InsufficientStorage".into()),
             Some(StatusCode::INSUFFICIENT_STORAGE),
         ),
-        AppError::Unauthorized { .. }
-        | AppError::Forbidden(_)
-        | AppError::Csrf
-        | AppError::BadShare => (S3ErrorCode::AccessDenied, None),
+        AppError::Forbidden(_) => (S3ErrorCode::AccessDenied, None),
         AppError::RequestTimeout(_) => (S3ErrorCode::RequestTimeout, None),
-        AppError::Conflict(_) | AppError::Locked(_) => (S3ErrorCode::OperationAborted, None),
-        AppError::MethodNotAllowed(_) => (S3ErrorCode::MethodNotAllowed, None),
-        AppError::UnsupportedMediaType(_) => (S3ErrorCode::InvalidRequest, None),
-        AppError::BadGateway(_) => (S3ErrorCode::ServiceUnavailable, None),
-        AppError::Integrity(_) | AppError::Internal(_) | AppError::NoSuchInstance(_) => {
+        AppError::Locked(_) => (S3ErrorCode::OperationAborted, None),
+        AppError::Integrity(_) | AppError::Internal(_) => {
             // The detail (the client sees a generic message).
             tracing::error!(?error, "an S3 request failed");
             (S3ErrorCode::InternalError, None)

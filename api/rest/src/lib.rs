@@ -1,0 +1,47 @@
+//! The REST interface of the file service and what a browser needs
+//! beside it, one module per area:
+//!
+//! - `files`: `/files/...`, the REST adapter (store, fetch, list, delete,
+//!   make share links).
+//! - `share`: `/share/...`, share links: a signed, expiring URL to one file.
+//! - `uploads`: `/uploads/...`, resumable uploads (tus 1.0).
+//! - `sign_in`: `/auth/...`, signing in and out with a session cookie.
+//! - `web`: the page (`src/web/index.html`) at `/`.
+
+mod files;
+mod share;
+mod sign_in;
+mod uploads;
+mod web;
+
+use std::sync::Arc;
+
+use auth::Authenticator;
+use axum::Router;
+use axum::extract::FromRef;
+use file_service::FileService;
+
+/// What the REST routes read: the file service, and the authenticator
+/// (callers, share-link signatures, session cookies).
+#[derive(Debug, Clone)]
+pub struct RestState {
+    pub files: FileService,
+    pub auth: Arc<Authenticator>,
+}
+
+impl FromRef<RestState> for Arc<Authenticator> {
+    fn from_ref(state: &RestState) -> Self {
+        state.auth.clone()
+    }
+}
+
+/// `/files`, `/share`, `/uploads`, `/auth` and the page.
+pub fn router(state: RestState) -> Router {
+    Router::new()
+        .merge(files::router())
+        .merge(share::router())
+        .merge(uploads::router())
+        .merge(sign_in::router())
+        .merge(web::router())
+        .with_state(state)
+}
