@@ -1,20 +1,19 @@
 //! Accounts in the metadata database: users (with their password hashes,
 //! admin flag and quota), API tokens and browser sessions (only hashes of
-//! their secrets are stored), share links, and the server secrets every
-//! gateway on one database shares (the `users`, `tokens`, `sessions`,
-//! `shares` and `secrets` tables, which this module alone reads and
-//! writes). The cryptography is the gateway's; this module only keeps the
-//! rows. Removing a user, or giving them the open tree, asks each table's
-//! owner to do its part in the same transaction.
+//! their secrets are stored), S3 access keys, share links ([`shares`]), and
+//! the server secrets every gateway on one database shares (the `users`,
+//! `tokens`, `sessions`, `s3_keys`, `shares` and `secrets` tables, which
+//! this module alone reads and writes). The cryptography is the gateway's;
+//! this module only keeps the rows. Removing a user, or giving them the
+//! open tree, is `owners`' (every table's step, in one list); this module
+//! gives the steps for its own tables.
 
-use sqlx::FromRow;
+use sqlx::{AnyConnection, FromRow};
 
 use crate::db::{Database, DatabaseUrl, WriteTx, sql};
 use crate::error::VolumeError;
-use crate::tree::Tree;
 use crate::types::now_ms;
 pub use crate::types::{Owner, UserId};
-use crate::{locks, properties};
 
 pub(crate) mod shares;
 pub(crate) use shares::share_count;
@@ -167,7 +166,8 @@ pub struct Accounts {
 }
 
 impl Accounts {
-    /// The database, for what `quota` weighs on the accounts' side.
+    /// The database, for what `quota` and `owners` do on the accounts'
+    /// side.
     pub(crate) fn db(&self) -> &Database {
         &self.db
     }
@@ -198,12 +198,11 @@ impl Accounts {
     /// commits too: a `gateway user add` beside a running gateway), so the
     /// check every request of an open gateway makes costs a `PRAGMA`.
     pub async fn users_exist(&self) -> Result<bool, VolumeError> {
+        const ANY_USER: &str = "SELECT EXISTS (SELECT 1 FROM users)";
         if let Some(reader) = self.db.sync_reader() {
-            return reader.users_exist();
+            return reader.watched(ANY_USER);
         }
-        let (exist,): (bool,) = sql::query_as("SELECT EXISTS (SELECT 1 FROM users)")
-            .fetch_one(self.db.pool())
-            .await?;
+        let (exist,): (bool,) = sql::query_as(ANY_USER).fetch_one(self.db.pool()).await?;
         Ok(exist)
     }
 
@@ -266,72 +265,6 @@ impl Accounts {
             users.push((user, used));
         }
         Ok(users)
-    }
-
-    /// Remove a user with their files (whose blobs the next garbage
-    /// collection releases), folders, tokens, sessions and share links, in one
-    /// transaction; whether the user existed.
-    pub async fn remove_user(&self, name: &str) -> Result<bool, VolumeError> {
-        let db = &self.db;
-        db.write(async |tx: &mut WriteTx| {
-            // The user's row first, as an upload takes it (after its blob's
-            // ledger row, before its file row): the same order, no deadlock.
-            let found: Option<(i64,)> = sql::query_as(&format!(
-                "SELECT id FROM users WHERE name = $1{}",
-                db.locking()
-            ))
-            .bind(name)
-            .fetch_optional(&mut **tx)
-            .await?;
-            let Some((id,)) = found else {
-                return Ok(false);
-            };
-            let owner = Owner::from_id(id);
-            Tree::delete_owner(tx, owner).await?;
-            properties::delete_owner(tx, owner).await?;
-            locks::delete_owner(tx, owner).await?;
-            for statement in [
-                "DELETE FROM shares WHERE owner = $1",
-                "DELETE FROM tokens WHERE user_id = $1",
-                "DELETE FROM s3_keys WHERE owner = $1",
-                // Their unfinished uploads (the parts' objects are
-                // collected as parts no upload names).
-                "DELETE FROM upload_parts WHERE upload_id IN (SELECT id FROM uploads WHERE owner = $1)",
-                "DELETE FROM multipart_parts WHERE upload_id IN \
-                 (SELECT id FROM uploads WHERE owner = $1)",
-                "DELETE FROM uploads WHERE owner = $1",
-                "DELETE FROM sessions WHERE user_id = $1",
-                "DELETE FROM users WHERE id = $1",
-            ] {
-                sql::query(statement).bind(id).execute(&mut **tx).await?;
-            }
-            Ok(true)
-        })
-        .await
-    }
-
-    /// Give the open tree (files, folders and share links made while the
-    /// gateway had no user) to `user`, whose tree must not hold the same
-    /// paths; how many files moved.
-    pub async fn adopt_open_tree(&self, user: UserId) -> Result<u64, VolumeError> {
-        let to = Owner::user(user);
-        self.db
-            .write(async |tx: &mut WriteTx| {
-                let moved = Tree::adopt_open(tx, to).await?;
-                properties::adopt_open(tx, to).await?;
-                locks::adopt_open(tx, to).await?;
-                for statement in [
-                    "UPDATE shares SET owner = $1 WHERE owner = 0",
-                    "UPDATE s3_keys SET owner = $1 WHERE owner = 0",
-                ] {
-                    sql::query(statement)
-                        .bind(user.0)
-                        .execute(&mut **tx)
-                        .await?;
-                }
-                Ok(moved)
-            })
-            .await
     }
 
     /// Record a token for `user`: `hash` is what requests are matched on,
@@ -539,4 +472,77 @@ pub(crate) async fn locked_quota(
     // can reach.
     let (quota,) = row.ok_or_else(|| VolumeError::NotFound("the uploading user".into()))?;
     Ok(quota.and_then(|quota| u64::try_from(quota).ok()))
+}
+
+/// The owner whose user is named `name`, their row locked until `tx` ends
+/// (PostgreSQL; SQLite serialises writers already); `None` when there is
+/// no such user.
+pub(crate) async fn lock_user_named(
+    db: &Database,
+    tx: &mut WriteTx,
+    name: &str,
+) -> Result<Option<Owner>, VolumeError> {
+    let found: Option<(i64,)> = sql::query_as(&format!(
+        "SELECT id FROM users WHERE name = $1{}",
+        db.locking()
+    ))
+    .bind(name)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(found.map(|(id,)| Owner::from_id(id)))
+}
+
+/// Drop every token of `owner`'s user inside `tx` (the user is going; see
+/// `owners`); how many went.
+pub(crate) async fn delete_owner_tokens_in(
+    tx: &mut AnyConnection,
+    owner: Owner,
+) -> Result<u64, VolumeError> {
+    run_for(tx, "DELETE FROM tokens WHERE user_id = $1", owner).await
+}
+
+/// Drop every S3 key of `owner` inside `tx` (their user is going); how
+/// many went.
+pub(crate) async fn delete_owner_s3_keys_in(
+    tx: &mut AnyConnection,
+    owner: Owner,
+) -> Result<u64, VolumeError> {
+    run_for(tx, "DELETE FROM s3_keys WHERE owner = $1", owner).await
+}
+
+/// Give the open tree's S3 keys to `to` inside `tx`; how many moved.
+pub(crate) async fn adopt_s3_keys_in(
+    tx: &mut AnyConnection,
+    to: Owner,
+) -> Result<u64, VolumeError> {
+    run_for(tx, "UPDATE s3_keys SET owner = $1 WHERE owner = 0", to).await
+}
+
+/// Drop every session of `owner`'s user inside `tx` (the user is going);
+/// how many went.
+pub(crate) async fn delete_owner_sessions_in(
+    tx: &mut AnyConnection,
+    owner: Owner,
+) -> Result<u64, VolumeError> {
+    run_for(tx, "DELETE FROM sessions WHERE user_id = $1", owner).await
+}
+
+/// Drop `owner`'s user row inside `tx`, after every row naming it; whether
+/// it was there (1) or not (0).
+pub(crate) async fn delete_user_in(
+    tx: &mut AnyConnection,
+    owner: Owner,
+) -> Result<u64, VolumeError> {
+    run_for(tx, "DELETE FROM users WHERE id = $1", owner).await
+}
+
+/// Run `statement`, whose one parameter is `owner`'s id, inside `tx`; the
+/// rows it changed.
+async fn run_for(
+    tx: &mut AnyConnection,
+    statement: &str,
+    owner: Owner,
+) -> Result<u64, VolumeError> {
+    let done = sql::query(statement).bind(owner.id()).execute(tx).await?;
+    Ok(done.rows_affected())
 }

@@ -19,11 +19,15 @@
 //!   across gateways. [`samples`]: the estimator's memory samples
 //!   ([`SampleStore`]); `footprints`: the requests' memory footprints,
 //!   shared by the gateways on one database ([`FootprintStore`]).
-//!   [`accounts`]: users, tokens, sessions, share links and server
-//!   secrets ([`Accounts`]); every file lives in its [`Owner`]'s tree.
-//! - `quota`: what an owner uses (files, folders, share links,
-//!   properties, unfinished uploads) against their quota; `accounts` asks
-//!   it for a user's usage and before it adds a share link.
+//!   [`accounts`]: users, tokens, sessions, S3 keys, share links and
+//!   server secrets ([`Accounts`]); every file lives in its [`Owner`]'s
+//!   tree. [`uploads`]: uploads in parts on their way in.
+//! - Over those tables, owning none: `quota`, the quota rule once: what an
+//!   owner uses (files, folders, share links, properties, unfinished
+//!   uploads) and what a change costs against it (it weighs a user's usage
+//!   and a new share link for [`Accounts`]); `owners`, every table that
+//!   keeps an owner's rows in one list, and the two cascades over it
+//!   (removing a user, adopting the open tree).
 //! - This file, `gc`, `resumable` and `transfer`: [`Volume`], whose
 //!   operations order the steps across those owners (`transfer`: WebDAV's
 //!   copies and moves; `gc`: releasing blobs and collecting garbage;
@@ -36,8 +40,9 @@
 //! any point leaves at worst a temp file, an unreferenced blob or an
 //! unfinished removal, and [`Volume::collect_garbage`] (at open, then
 //! periodically) finishes all three: at open this data directory's own
-//! unfinished removals at once, another process's once its lease is over. Identical content is stored once: a
-//! blob's reference count is the number of rows naming its digest.
+//! unfinished removals at once, another process's once its lease is over.
+//! Identical content is stored once: a blob's reference count is the
+//! number of rows naming its digest.
 
 pub mod accounts;
 pub mod path;
@@ -52,6 +57,7 @@ mod footprints;
 mod gc;
 mod ledger;
 mod locks;
+mod owners;
 mod properties;
 mod quota;
 mod resumable;
@@ -76,17 +82,9 @@ pub use crate::path::{FilePath, PathError, Prefix};
 pub use crate::quota::ENTRY_OVERHEAD;
 pub use crate::samples::{ProcessSample, SampleStore};
 use crate::tree::Tree;
-pub use crate::types::{Digest, Digests, Entry, FileMeta, Listing, Owner, SweepReport, now_ms};
-
-/// What [`Volume::put_with`] keeps beside a file's content.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Stored<'a> {
-    /// What the S3 API keeps of an object, as JSON, in the same row.
-    pub s3_info: Option<&'a str>,
-    /// The upload whose parts this file is made of: they count against
-    /// the owner's quota until the file is stored, and not beside it.
-    pub completes: Option<&'a str>,
-}
+pub use crate::types::{
+    Digest, Digests, Entry, FileMeta, Listing, Owner, Stored, SweepReport, now_ms,
+};
 
 /// The store: blobs in a blob store, metadata in a database. Several
 /// processes may open the same database and blob store at once (each with
@@ -243,7 +241,10 @@ impl Volume {
                 file: Some(path),
                 upload: completes,
             };
-            let upserted = match self.check_quota(&mut tx, owner, leaving, size).await {
+            // Weighed (see `quota`) in the transaction that stores the
+            // file, holding the owner's row.
+            let cost = quota::cost(size);
+            let upserted = match quota::weigh(self.db(), &mut tx, owner, leaving, cost).await {
                 Ok(()) => {
                     self.tree
                         .upsert(
@@ -283,22 +284,6 @@ impl Volume {
                 Err(error) => Err(error),
             };
         }
-    }
-
-    /// Refuse (with `QuotaExceeded`) to store a file of `size` bytes for
-    /// `owner` when that takes what they use (see `quota`), leaving out
-    /// what `leaving` names (the file it replaces, the upload it
-    /// completes), over their quota. Runs in the write transaction that
-    /// stores the file, holding the owner's row.
-    async fn check_quota(
-        &self,
-        tx: &mut WriteTx,
-        owner: Owner,
-        leaving: quota::Leaving<'_>,
-        size: u64,
-    ) -> Result<(), VolumeError> {
-        let quota = quota::lock(self.db(), tx, owner).await?;
-        quota::check(self.db(), tx, owner, quota, leaving, quota::cost(size)).await
     }
 
     pub async fn stat(&self, owner: Owner, path: &FilePath) -> Result<FileMeta, VolumeError> {
@@ -428,7 +413,7 @@ impl Volume {
             let quota = quota::lock(db, tx, owner).await?;
             let made = Tree::make_folder(tx, owner, prefix, now_ms()).await?;
             if made {
-                quota::check_made(db, tx, owner, quota, quota::ENTRY_OVERHEAD).await?;
+                quota::check_made(db, tx, owner, quota, quota::cost(0)).await?;
             }
             Ok(made)
         })
@@ -459,36 +444,19 @@ impl Volume {
 
     /// Keep `outboard` after the content of blob `digest`, `size` bytes
     /// stored without one (before outboards were kept), which a reader read
-    /// whole and verified against the outboard's root. The blob is
-    /// rewritten as content then outboard and replaces the old one
-    /// atomically: readers of the old one read on undisturbed, and one that
-    /// has gained an outboard meanwhile is left alone.
+    /// whole and verified against the outboard's root (see
+    /// `BlobStore::attach_outboard`: readers of the old blob read on
+    /// undisturbed, and one that has gained an outboard meanwhile is left
+    /// alone).
     pub async fn attach_outboard(
         &self,
         digest: &Digest,
         size: u64,
         outboard: &[u8],
     ) -> Result<(), VolumeError> {
-        let mut staged = self.stage();
-        match self.blobs.open_blob(digest, size).await? {
-            Some(reader) if reader.outboard_len() == 0 => {
-                let mut reader = reader;
-                loop {
-                    let chunk = reader.read(1 << 20).await?;
-                    if chunk.is_empty() {
-                        break;
-                    }
-                    staged.write(&chunk).await?;
-                }
-            }
-            // Gone, or given one meanwhile.
-            _ => return Ok(()),
-        }
-        if staged.len() != size {
-            return Ok(());
-        }
-        staged.write_outboard(outboard).await?;
-        self.blobs.replace(digest, &mut staged).await
+        self.blobs
+            .attach_outboard(self.stage(), digest, size, outboard)
+            .await
     }
 
     /// Whether blob `digest` is in the blob store.

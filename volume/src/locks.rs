@@ -249,22 +249,26 @@ pub(crate) async fn forget_within(
     Ok(())
 }
 
-/// Drop every lock of `owner` inside `tx` (their user is going).
-pub(crate) async fn delete_owner(tx: &mut AnyConnection, owner: Owner) -> Result<(), VolumeError> {
-    sql::query("DELETE FROM dav_locks WHERE owner = $1")
+/// Drop every lock of `owner` inside `tx` (their user is going; see
+/// `owners`); how many went.
+pub(crate) async fn delete_owner_in(
+    tx: &mut AnyConnection,
+    owner: Owner,
+) -> Result<u64, VolumeError> {
+    let removed = sql::query("DELETE FROM dav_locks WHERE owner = $1")
         .bind(owner.id())
         .execute(tx)
         .await?;
-    Ok(())
+    Ok(removed.rows_affected())
 }
 
-/// Give the open tree's locks to `to` inside `tx`.
-pub(crate) async fn adopt_open(tx: &mut AnyConnection, to: Owner) -> Result<(), VolumeError> {
-    sql::query("UPDATE dav_locks SET owner = $1 WHERE owner = 0")
+/// Give the open tree's locks to `to` inside `tx`; how many moved.
+pub(crate) async fn adopt_in(tx: &mut AnyConnection, to: Owner) -> Result<u64, VolumeError> {
+    let moved = sql::query("UPDATE dav_locks SET owner = $1 WHERE owner = 0")
         .bind(to.id())
         .execute(tx)
         .await?;
-    Ok(())
+    Ok(moved.rows_affected())
 }
 
 fn seconds_ms(seconds: u64) -> i64 {

@@ -287,27 +287,32 @@ pub(crate) async fn rename_range(
     Ok(())
 }
 
-/// Drop every property of `owner` inside `tx` (their user is going).
-pub(crate) async fn delete_owner(tx: &mut AnyConnection, owner: Owner) -> Result<(), VolumeError> {
-    sql::query("DELETE FROM dav_properties WHERE owner = $1")
+/// Drop every property of `owner` inside `tx` (their user is going; see
+/// `owners`); how many went.
+pub(crate) async fn delete_owner_in(
+    tx: &mut AnyConnection,
+    owner: Owner,
+) -> Result<u64, VolumeError> {
+    let removed = sql::query("DELETE FROM dav_properties WHERE owner = $1")
         .bind(owner.id())
         .execute(tx)
         .await?;
-    Ok(())
+    Ok(removed.rows_affected())
 }
 
 /// Give the open tree's properties to `to` inside `tx`; where both have a
-/// property of one name on one key, `to`'s stays.
-pub(crate) async fn adopt_open(tx: &mut AnyConnection, to: Owner) -> Result<(), VolumeError> {
-    for statement in [
+/// property of one name on one key, `to`'s stays. How many moved.
+pub(crate) async fn adopt_in(tx: &mut AnyConnection, to: Owner) -> Result<u64, VolumeError> {
+    sql::query(
         "DELETE FROM dav_properties WHERE owner = 0 AND path IN
              (SELECT path FROM dav_properties WHERE owner = $1)",
-        "UPDATE dav_properties SET owner = $1 WHERE owner = 0",
-    ] {
-        sql::query(statement)
-            .bind(to.id())
-            .execute(&mut *tx)
-            .await?;
-    }
-    Ok(())
+    )
+    .bind(to.id())
+    .execute(&mut *tx)
+    .await?;
+    let moved = sql::query("UPDATE dav_properties SET owner = $1 WHERE owner = 0")
+        .bind(to.id())
+        .execute(&mut *tx)
+        .await?;
+    Ok(moved.rows_affected())
 }

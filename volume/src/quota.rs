@@ -51,9 +51,15 @@ impl Leaving<'_> {
     };
 }
 
-/// What an entry of `bytes` bytes costs against the quota.
+/// What one entry of `bytes` bytes costs against the quota.
 pub(crate) fn cost(bytes: u64) -> u64 {
-    bytes.saturating_add(ENTRY_OVERHEAD)
+    cost_of(bytes, 1)
+}
+
+/// What `entries` entries taking `bytes` bytes in all cost against the
+/// quota: every charge is reckoned here.
+pub(crate) fn cost_of(bytes: u64, entries: u64) -> u64 {
+    bytes.saturating_add(entries.saturating_mul(ENTRY_OVERHEAD))
 }
 
 /// Take `owner`'s user row until `tx` ends; their quota (`None`: none).
@@ -84,10 +90,24 @@ pub(crate) async fn usage(
         .saturating_add(folders)
         .saturating_add(shares)
         .saturating_add(parts);
-    Ok(file_bytes
+    let bytes = file_bytes
         .saturating_add(properties)
-        .saturating_add(part_bytes)
-        .saturating_add(entries.saturating_mul(ENTRY_OVERHEAD)))
+        .saturating_add(part_bytes);
+    Ok(cost_of(bytes, entries))
+}
+
+/// Take `owner`'s user row (see [`lock`]), then refuse (`QuotaExceeded`)
+/// to add `size` to what they use (leaving out what `leaving` names) past
+/// their quota: the weighing of a file about to be stored.
+pub(crate) async fn weigh(
+    db: &Database,
+    tx: &mut WriteTx,
+    owner: Owner,
+    leaving: Leaving<'_>,
+    size: u64,
+) -> Result<(), VolumeError> {
+    let quota = lock(db, tx, owner).await?;
+    check(db, tx, owner, quota, leaving, size).await
 }
 
 /// Refuse (`QuotaExceeded`) to add `size` to what `owner` uses (leaving
@@ -110,9 +130,10 @@ pub(crate) async fn check(
     Ok(())
 }
 
-/// Refuse (`QuotaExceeded`) a change of `added` made in this transaction
-/// (and so counted by [`usage`] already) that took what `owner` uses past
-/// `quota`; the transaction is then rolled back.
+/// Refuse (`QuotaExceeded`) a change that added `added` in this
+/// transaction (and so is counted by [`usage`] already) and took what
+/// `owner` uses past `quota`; the transaction is then rolled back. One
+/// that added nothing (freed bytes, or changed none) always goes through.
 pub(crate) async fn check_made(
     db: &Database,
     conn: &mut AnyConnection,
@@ -123,6 +144,9 @@ pub(crate) async fn check_made(
     let Some(quota) = quota else {
         return Ok(());
     };
+    if added == 0 {
+        return Ok(());
+    }
     let after = usage(db, conn, owner, Leaving::NOTHING).await?;
     if after > quota {
         return Err(VolumeError::QuotaExceeded {

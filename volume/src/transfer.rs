@@ -11,9 +11,9 @@
 //! and after the commit the copies name it too. Owns no table.
 
 use crate::Volume;
-use crate::db::sql;
 use crate::error::VolumeError;
 use crate::path::{FilePath, Prefix};
+use crate::tree::Tree;
 use crate::tree::transfer::{
     self as rows, Depth, FolderMeta, Found, MAX_TREE_ROWS, Node, Transfer, folder_in_use,
     folder_of, refuse_nested, upper_of,
@@ -103,11 +103,7 @@ impl Volume {
                                     .await?
                             }
                         };
-                        let files = files.saturating_add(
-                            entries
-                                .saturating_add(1)
-                                .saturating_mul(quota::ENTRY_OVERHEAD),
-                        );
+                        let files = quota::cost_of(files, entries.saturating_add(1));
                         let within = under.as_deref().map(|upper| (&folder, upper));
                         let bytes =
                             properties::bytes_of(db, tx, owner, folder.as_str(), within).await?;
@@ -203,8 +199,7 @@ impl Volume {
             if rows::holds_anything(tx, owner, prefix, &upper).await? {
                 return Ok(false);
             }
-            let (digests, _) =
-                crate::tree::Tree::delete_range(tx, owner, prefix.as_str(), &upper).await?;
+            let (digests, _) = Tree::delete_range(tx, owner, prefix.as_str(), &upper).await?;
             debug_assert!(digests.is_empty());
             properties::forget_within(tx, owner, prefix.as_str(), prefix.as_str(), &upper).await?;
             locks::forget_within(tx, owner, prefix.as_str(), prefix.as_str(), &upper).await?;
@@ -228,13 +223,7 @@ impl Volume {
         let db = self.db();
         db.write(async |tx: &mut WriteTx| {
             db.lock_tree(tx, owner.id()).await?;
-            let removed = sql::query("DELETE FROM folders WHERE owner = $1 AND path = $2")
-                .bind(owner.id())
-                .bind(prefix.as_str())
-                .execute(&mut **tx)
-                .await?
-                .rows_affected()
-                > 0;
+            let removed = Tree::unmake_folder(tx, owner, prefix).await?;
             if removed && !rows::holds_anything(tx, owner, prefix, &upper).await? {
                 properties::forget_within(tx, owner, prefix.as_str(), prefix.as_str(), &upper)
                     .await?;

@@ -31,6 +31,16 @@ pub struct FileMeta {
     pub s3_info: Option<String>,
 }
 
+/// What [`Volume::put_with`] keeps beside a file's content.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stored<'a> {
+    /// What the S3 API keeps of an object, as JSON, in the same row.
+    pub s3_info: Option<&'a str>,
+    /// The upload whose parts this file is made of: they count against
+    /// the owner's quota until the file is stored, and not beside it.
+    pub completes: Option<&'a str>,
+}
+
 /// One row of a listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Entry {

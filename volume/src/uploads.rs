@@ -388,6 +388,52 @@ pub(crate) async fn delete(
     .await
 }
 
+/// Drop the tus parts of every upload of `owner` inside `tx` (their user
+/// is going; see `owners`: before the uploads, through whose rows they are
+/// found; their objects are collected as parts no upload names). How many
+/// went.
+pub(crate) async fn delete_owner_parts_in(
+    tx: &mut AnyConnection,
+    owner: Owner,
+) -> Result<u64, VolumeError> {
+    let removed = sql::query(
+        "DELETE FROM upload_parts WHERE upload_id IN (SELECT id FROM uploads WHERE owner = $1)",
+    )
+    .bind(owner.id())
+    .execute(tx)
+    .await?;
+    Ok(removed.rows_affected())
+}
+
+/// Drop the multipart parts of every upload of `owner` inside `tx` (as
+/// [`delete_owner_parts_in`]); how many went.
+pub(crate) async fn delete_owner_numbered_parts_in(
+    tx: &mut AnyConnection,
+    owner: Owner,
+) -> Result<u64, VolumeError> {
+    let removed = sql::query(
+        "DELETE FROM multipart_parts WHERE upload_id IN \
+         (SELECT id FROM uploads WHERE owner = $1)",
+    )
+    .bind(owner.id())
+    .execute(tx)
+    .await?;
+    Ok(removed.rows_affected())
+}
+
+/// Drop every upload of `owner` inside `tx`, after their parts; how many
+/// went.
+pub(crate) async fn delete_owner_in(
+    tx: &mut AnyConnection,
+    owner: Owner,
+) -> Result<u64, VolumeError> {
+    let removed = sql::query("DELETE FROM uploads WHERE owner = $1")
+        .bind(owner.id())
+        .execute(tx)
+        .await?;
+    Ok(removed.rows_affected())
+}
+
 /// Uploads that expired.
 pub(crate) async fn expired(db: &Database) -> Result<Vec<String>, VolumeError> {
     let rows: Vec<(String,)> = sql::query_as("SELECT id FROM uploads WHERE expires_ms <= $1")

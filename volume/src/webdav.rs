@@ -88,17 +88,10 @@ impl WebDavStore<'_> {
                 None => 0,
             };
             properties::apply(tx, owner, key, changes).await?;
-            if let Some(quota) = quota {
+            if quota.is_some() {
                 let after = properties::usage(db, tx, owner).await?;
                 let added = after.saturating_sub(before);
-                let used_now = quota::usage(db, tx, owner, quota::Leaving::NOTHING).await?;
-                if added > 0 && used_now > quota {
-                    return Err(VolumeError::QuotaExceeded {
-                        quota,
-                        used: used_now - added,
-                        size: added,
-                    });
-                }
+                quota::check_made(db, tx, owner, quota, added).await?;
             }
             Ok(())
         })

@@ -78,3 +78,25 @@ pub(crate) async fn insert_in(
     .await?;
     Ok(())
 }
+
+/// Drop every share link of `owner` inside `tx` (their user is going; see
+/// `owners`); how many went.
+pub(crate) async fn delete_owner_in(
+    tx: &mut AnyConnection,
+    owner: Owner,
+) -> Result<u64, VolumeError> {
+    let removed = sql::query("DELETE FROM shares WHERE owner = $1")
+        .bind(owner.id())
+        .execute(tx)
+        .await?;
+    Ok(removed.rows_affected())
+}
+
+/// Give the open tree's share links to `to` inside `tx`; how many moved.
+pub(crate) async fn adopt_in(tx: &mut AnyConnection, to: Owner) -> Result<u64, VolumeError> {
+    let moved = sql::query("UPDATE shares SET owner = $1 WHERE owner = 0")
+        .bind(to.id())
+        .execute(tx)
+        .await?;
+    Ok(moved.rows_affected())
+}

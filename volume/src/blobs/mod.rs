@@ -179,6 +179,40 @@ impl BlobStore {
         }
     }
 
+    /// Keep `outboard` after the content of blob `digest`, `size` bytes
+    /// stored without one (before outboards were kept), which a reader read
+    /// whole and verified against the outboard's root. The blob is
+    /// rewritten (through `staged`) as content then outboard and replaces
+    /// the old one atomically: readers of the old one read on undisturbed,
+    /// and one that has gained an outboard meanwhile is left alone.
+    pub(crate) async fn attach_outboard(
+        &self,
+        mut staged: StagedBlob,
+        digest: &Digest,
+        size: u64,
+        outboard: &[u8],
+    ) -> Result<(), VolumeError> {
+        match self.open_blob(digest, size).await? {
+            Some(reader) if reader.outboard_len() == 0 => {
+                let mut reader = reader;
+                loop {
+                    let chunk = reader.read(1 << 20).await?;
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    staged.write(&chunk).await?;
+                }
+            }
+            // Gone, or given one meanwhile.
+            _ => return Ok(()),
+        }
+        if staged.len() != size {
+            return Ok(());
+        }
+        staged.write_outboard(outboard).await?;
+        self.replace(digest, &mut staged).await
+    }
+
     /// Whether blob `digest` is there (complete: blobs appear atomically).
     pub(crate) async fn exists(&self, digest: &Digest) -> Result<bool, VolumeError> {
         match self {

@@ -30,10 +30,10 @@ const KEPT_AT_LEAST: usize = 8;
 /// a crash) waits at most this long.
 const BUSY_WAIT: Duration = Duration::from_secs(2);
 
-/// The user check holds the one connection every request of an open
-/// gateway asks: it gives up sooner (a 500, failing closed) rather than
-/// hold every worker.
-const USERS_BUSY_WAIT: Duration = Duration::from_millis(100);
+/// The watched question (whether any user exists: every request of an
+/// open gateway asks) holds its one connection: it gives up sooner (a 500,
+/// failing closed) rather than hold every worker.
+const WATCHED_BUSY_WAIT: Duration = Duration::from_millis(100);
 
 /// Read-only connections to one SQLite file.
 pub(crate) struct SyncReader {
@@ -41,17 +41,19 @@ pub(crate) struct SyncReader {
     idle: Mutex<Vec<Connection>>,
     /// How many idle connections are kept.
     kept: usize,
-    /// Whether any user existed at `data_version` (see [`SyncReader::users_exist`]).
-    users: Mutex<UsersSeen>,
+    /// The watched question's last answer (see [`SyncReader::watched`]).
+    watched: Mutex<Watched>,
 }
 
-struct UsersSeen {
+struct Watched {
     /// A connection kept for the change signal: `PRAGMA data_version`
     /// changes on a connection whenever another connection (of any process)
     /// commits to the file.
     connection: Connection,
     data_version: i64,
-    exist: bool,
+    /// The question last asked (its SQL), and its answer then.
+    query: &'static str,
+    answer: bool,
 }
 
 impl std::fmt::Debug for SyncReader {
@@ -67,17 +69,20 @@ impl SyncReader {
     /// migrated already). Connections are opened now, so a file that
     /// cannot be read fails at start rather than at the first request.
     pub(crate) fn open(path: &Path) -> Result<Self, VolumeError> {
-        let users = connect(path)?;
-        users.busy_timeout(USERS_BUSY_WAIT).map_err(from_sqlite)?;
+        let watcher = connect(path)?;
+        watcher
+            .busy_timeout(WATCHED_BUSY_WAIT)
+            .map_err(from_sqlite)?;
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         Ok(Self {
             path: path.to_owned(),
             idle: Mutex::new(vec![connect(path)?]),
             kept: KEPT_AT_LEAST.max(2 * cores),
-            users: Mutex::new(UsersSeen {
-                connection: users,
+            watched: Mutex::new(Watched {
+                connection: watcher,
                 data_version: i64::MIN,
-                exist: false,
+                query: "",
+                answer: false,
             }),
         })
     }
@@ -99,36 +104,40 @@ impl SyncReader {
         result.map_err(from_sqlite)
     }
 
-    /// Whether any user exists: asked of the database only when something
+    /// The answer to `query` (one row, one boolean column; the accounts'
+    /// whether any user exists): asked of the database only when something
     /// committed to it since the last answer (any table, any process: a
-    /// `gateway user add` run beside the gateway included), so the answer is
-    /// never stale and most requests pay one `PRAGMA` for it.
-    pub(crate) fn users_exist(&self) -> Result<bool, VolumeError> {
-        let mut seen = lock(&self.users);
-        let UsersSeen {
+    /// `gateway user add` run beside the gateway included), or when the
+    /// last question was another, so the answer is never stale and most
+    /// requests pay one `PRAGMA` for it.
+    pub(crate) fn watched(&self, query: &'static str) -> Result<bool, VolumeError> {
+        let mut seen = lock(&self.watched);
+        let Watched {
             connection,
             data_version,
-            exist,
+            query: asked,
+            answer,
         } = &mut *seen;
         let version: i64 = connection
             .prepare_cached("PRAGMA data_version")
             .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
             .map_err(from_sqlite)?;
-        if version != *data_version {
-            *exist = connection
-                .prepare_cached("SELECT EXISTS (SELECT 1 FROM users)")
+        if version != *data_version || query != *asked {
+            *answer = connection
+                .prepare_cached(query)
                 .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
                 .map_err(from_sqlite)?;
             *data_version = version;
+            *asked = query;
         }
-        Ok(*exist)
+        Ok(*answer)
     }
 }
 
 impl SyncReader {
     /// At shutdown: close the idle connections and move the WAL's pages
     /// into the database file, as SQLite does when its last connection
-    /// closes (this reader's user check stays open until the process ends,
+    /// closes (this reader's watched question stays open until the process ends,
     /// so that would not happen): a copy of the file alone is then whole.
     pub(crate) fn close(&self) {
         lock(&self.idle).clear();

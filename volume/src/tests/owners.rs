@@ -204,8 +204,283 @@ async fn accounts_keep_tokens_sessions_shares_and_secrets(backend: &Backend) {
     assert_eq!(accounts.user_count().await.unwrap(), 0);
 }
 
+/// The tables that keep no owner's rows; every other table of the schema
+/// is in the cascades' one list (`owners::TABLES`).
+const NOT_AN_OWNERS: [&str; 5] = [
+    "blobs",
+    "secrets",
+    "memory_samples",
+    "process_samples",
+    "footprints",
+];
+
+/// The columns by which a table can name an owner (or their uploads).
+const OWNER_COLUMNS: [&str; 3] = ["owner", "user_id", "upload_id"];
+
+/// Every table of the schema with its columns, read from the database's
+/// catalogue (sqlx's migration bookkeeping left out).
+async fn schema(
+    volume: &Volume,
+    backend: &Backend,
+) -> std::collections::BTreeMap<String, Vec<String>> {
+    let sql = match backend {
+        Backend::SqliteLocal => {
+            "SELECT m.name, c.name FROM sqlite_master AS m, pragma_table_info(m.name) AS c
+             WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'"
+        }
+        Backend::PostgresS3(_) => {
+            "SELECT CAST(table_name AS TEXT), CAST(column_name AS TEXT)
+             FROM information_schema.columns WHERE table_schema = current_schema()"
+        }
+    };
+    let rows: Vec<(String, String)> = crate::db::sql::query_as(sql)
+        .fetch_all(volume.db().pool())
+        .await
+        .unwrap();
+    let mut tables = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for (table, column) in rows {
+        if !table.starts_with("_sqlx") {
+            tables.entry(table).or_default().push(column);
+        }
+    }
+    tables
+}
+
+/// How many rows of `table` (with `columns`) are `owner`'s, or of the
+/// uploads `uploads`.
+async fn rows_of(
+    volume: &Volume,
+    table: &str,
+    columns: &[String],
+    owner: Owner,
+    uploads: &[String],
+) -> i64 {
+    let id = owner.id();
+    let has = |column: &str| columns.iter().any(|c| c == column);
+    let clause = if table == "users" {
+        format!("id = {id}")
+    } else if has("owner") {
+        format!("owner = {id}")
+    } else if has("user_id") {
+        format!("user_id = {id}")
+    } else if has("upload_id") {
+        // No upload id is empty: an empty list matches nothing.
+        let ids: Vec<String> = uploads.iter().map(|id| format!("'{id}'")).collect();
+        format!(
+            "upload_id IN ({})",
+            [vec!["''".to_owned()], ids].concat().join(", ")
+        )
+    } else {
+        panic!("{table} names no owner: {columns:?}")
+    };
+    let (count,): (i64,) =
+        crate::db::sql::query_as(&format!("SELECT COUNT(*) FROM {table} WHERE {clause}"))
+            .fetch_one(volume.db().pool())
+            .await
+            .unwrap();
+    count
+}
+
+/// For every table of the schema but those that keep no owner's rows
+/// (whether or not the cascades list it), how many rows are `owner`'s.
+async fn owned_rows(
+    volume: &Volume,
+    backend: &Backend,
+    owner: Owner,
+    uploads: &[String],
+) -> Vec<(String, i64)> {
+    let mut counts = Vec::new();
+    for (table, columns) in schema(volume, backend).await {
+        if !NOT_AN_OWNERS.contains(&table.as_str()) {
+            let count = rows_of(volume, &table, &columns, owner, uploads).await;
+            counts.push((table, count));
+        }
+    }
+    counts
+}
+
+/// Give `owner` a row in every table that keeps an owner's rows (tokens
+/// and sessions only for a user); the ids of their uploads.
+async fn fill(volume: &Volume, owner: Owner, tag: &str) -> Vec<String> {
+    let accounts = volume.accounts();
+    let dav = volume.webdav();
+    let in_an_hour = now_ms() + 3_600_000;
+    let file = put_as(volume, owner, "f.txt", tag.as_bytes())
+        .await
+        .unwrap();
+    volume
+        .make_folder(owner, &Prefix::parse("made/").unwrap())
+        .await
+        .unwrap();
+    dav.change_properties(owner, "f.txt", &[set("urn:x", "n", tag)])
+        .await
+        .unwrap();
+    let lock = webdav::NewLock {
+        token: format!("urn:{tag}"),
+        root: "f.txt".into(),
+        infinite: false,
+        exclusive: true,
+        holder: "me".into(),
+        timeout_s: 60,
+    };
+    assert!(matches!(
+        dav.lock(owner, lock).await.unwrap(),
+        webdav::LockOutcome::Granted(_)
+    ));
+    accounts
+        .add_share(
+            &format!("sh-{tag}"),
+            owner,
+            &path("f.txt"),
+            file.created_ms,
+            None,
+        )
+        .await
+        .unwrap();
+    accounts
+        .add_s3_key(&accounts::S3Key {
+            access_key: format!("AK-{tag}"),
+            owner,
+            label: tag.into(),
+            sealed: "sealed".into(),
+            created_ms: now_ms(),
+        })
+        .await
+        .unwrap();
+    if let Some(user) = owner.user_id() {
+        accounts
+            .add_token(user, &format!("t-{tag}"), &format!("h-{tag}"), tag)
+            .await
+            .unwrap();
+        accounts
+            .add_session(user, &format!("s-{tag}"), "csrf", in_an_hour)
+            .await
+            .unwrap();
+    }
+    let mut uploads = Vec::new();
+    for kind in [
+        crate::uploads::UploadKind::Tus,
+        crate::uploads::UploadKind::Multipart,
+    ] {
+        let id = format!("{kind:?}-{tag}");
+        let new = crate::uploads::NewUpload {
+            kind,
+            owner,
+            path: path("up.bin"),
+            length: None,
+            content_type: String::new(),
+            create_only: false,
+            metadata: String::new(),
+            expires_ms: in_an_hour,
+        };
+        volume.create_upload(&id, &new).await.unwrap().unwrap();
+        let mut staged = volume.stage();
+        staged.write(b"part").await.unwrap();
+        let kept = match kind {
+            crate::uploads::UploadKind::Tus => volume
+                .append_upload(owner, &id, 0, staged, None, in_an_hour)
+                .await
+                .unwrap()
+                .is_some(),
+            crate::uploads::UploadKind::Multipart => volume
+                .store_multipart_part(owner, &id, 1, staged, "e".into(), String::new(), in_an_hour)
+                .await
+                .unwrap()
+                .is_some(),
+        };
+        assert!(kept);
+        uploads.push(id);
+    }
+    uploads
+}
+
+/// The cascades' list names every table of the schema that can keep an
+/// owner's rows: a new one without a line there fails here.
+async fn every_table_is_in_the_cascades_or_keeps_no_owners_rows(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let schema = schema(&volume, backend).await;
+    let listed: Vec<&str> = crate::owners::TABLES.iter().map(|t| t.name).collect();
+    let mut distinct = listed.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        listed.len(),
+        "a table listed twice: {listed:?}"
+    );
+    for (table, columns) in &schema {
+        let in_cascades = listed.contains(&table.as_str());
+        let keeps_none = NOT_AN_OWNERS.contains(&table.as_str());
+        assert!(
+            in_cascades != keeps_none,
+            "{table} must be in owners::TABLES or in NOT_AN_OWNERS (and not both)"
+        );
+        if keeps_none {
+            assert!(
+                !columns.iter().any(|c| OWNER_COLUMNS.contains(&c.as_str())),
+                "{table} names an owner: {columns:?}"
+            );
+        }
+    }
+    for table in listed.iter().chain(&NOT_AN_OWNERS) {
+        assert!(schema.contains_key(*table), "{table} is not in the schema");
+    }
+}
+
+/// Removing a user leaves no row of theirs in any table of the cascades,
+/// and every other owner's rows where they were.
+async fn removing_a_user_leaves_no_row_of_theirs(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let erin = add_user(&volume, "erin", None).await.owner();
+    let fred = add_user(&volume, "fred", None).await.owner();
+    let erins = fill(&volume, erin, "erin").await;
+    let freds = fill(&volume, fred, "fred").await;
+    let before = owned_rows(&volume, backend, erin, &erins).await;
+    assert!(
+        before.iter().all(|(_, n)| *n > 0),
+        "not every table filled: {before:?}"
+    );
+    let freds_before = owned_rows(&volume, backend, fred, &freds).await;
+    assert!(volume.accounts().remove_user("erin").await.unwrap());
+    let after = owned_rows(&volume, backend, erin, &erins).await;
+    assert!(after.iter().all(|(_, n)| *n == 0), "left behind: {after:?}");
+    assert_eq!(
+        owned_rows(&volume, backend, fred, &freds).await,
+        freds_before
+    );
+}
+
+/// Adopting the open tree gives a user every row of it that a table of the
+/// cascades adopts, and leaves the rest (its unfinished uploads) its own.
+async fn adopting_the_open_tree_moves_every_adoptable_row(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let open = fill(&volume, Owner::OPEN, "open").await;
+    let gail = add_user(&volume, "gail", None).await;
+    let before = owned_rows(&volume, backend, Owner::OPEN, &open).await;
+    assert_eq!(volume.accounts().adopt_open_tree(gail.id).await.unwrap(), 1);
+    let after = owned_rows(&volume, backend, Owner::OPEN, &open).await;
+    let gails = owned_rows(&volume, backend, gail.owner(), &[]).await;
+    for (((table, was), (_, left)), (_, moved)) in before.iter().zip(&after).zip(&gails) {
+        let adopts = crate::owners::TABLES
+            .iter()
+            .any(|t| t.name == *table && t.adopts());
+        match table.as_str() {
+            // A user's own rows: the open tree has none.
+            "tokens" | "sessions" | "users" => assert_eq!((*was, *left), (0, 0), "{table}"),
+            _ if adopts => {
+                assert!(*was > 0, "{table} not filled");
+                assert_eq!((*left, *moved), (0, *was), "{table}");
+            }
+            _ => assert_eq!(left, was, "{table}: the open tree's stay"),
+        }
+    }
+}
+
 suite!(
     each_owner_has_their_own_tree,
     a_quota_refuses_what_would_exceed_it,
     accounts_keep_tokens_sessions_shares_and_secrets,
+    every_table_is_in_the_cascades_or_keeps_no_owners_rows,
+    removing_a_user_leaves_no_row_of_theirs,
+    adopting_the_open_tree_moves_every_adoptable_row,
 );

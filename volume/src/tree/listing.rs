@@ -2,11 +2,11 @@
 //! each, whether they hold files or were made empty, merged from both of
 //! the tree's tables.
 
-use super::{COLUMNS, Row, Tree};
+use super::{COLUMNS, Tree};
 use crate::db::sql;
 use crate::error::VolumeError;
 use crate::path::Prefix;
-use crate::types::{Entry, Listing, Owner};
+use crate::types::{Entry, FileMeta, Listing, Owner};
 
 impl Tree {
     /// One page of the entries directly under `prefix`: files, and folders
@@ -73,7 +73,7 @@ impl Tree {
         'pages: while entries.len() < limit {
             let wanted = limit - entries.len();
             let rows = self
-                .range::<Row>("files", COLUMNS, owner, &lower, upper.as_deref(), wanted)
+                .range::<FileMeta>("files", COLUMNS, owner, &lower, upper.as_deref(), wanted)
                 .await?;
             let exhausted = rows.len() < wanted;
             for row in rows {
@@ -88,7 +88,7 @@ impl Tree {
                     }
                     None => {
                         lower = Lower::Exclusive(row.path.clone());
-                        entries.push(Entry::File(row.into()));
+                        entries.push(Entry::File(row));
                     }
                 }
             }
@@ -97,7 +97,7 @@ impl Tree {
             }
         }
         let more = !self
-            .range::<Row>("files", COLUMNS, owner, &lower, upper.as_deref(), 1)
+            .range::<FileMeta>("files", COLUMNS, owner, &lower, upper.as_deref(), 1)
             .await?
             .is_empty();
         Ok((entries, more))
@@ -146,16 +146,14 @@ impl Tree {
         from: std::ops::Bound<&str>,
         upper: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<crate::types::FileMeta>, VolumeError> {
+    ) -> Result<Vec<FileMeta>, VolumeError> {
         let lower = match from {
             std::ops::Bound::Included(bound) => Lower::Inclusive(bound.to_owned()),
             std::ops::Bound::Excluded(bound) => Lower::Exclusive(bound.to_owned()),
             std::ops::Bound::Unbounded => Lower::Inclusive(String::new()),
         };
-        let rows: Vec<Row> = self
-            .range("files", COLUMNS, owner, &lower, upper, limit)
-            .await?;
-        Ok(rows.into_iter().map(Into::into).collect())
+        self.range("files", COLUMNS, owner, &lower, upper, limit)
+            .await
     }
 
     /// Up to `limit` of the folders `owner` made on purpose, from `from`

@@ -13,14 +13,87 @@ use std::sync::LazyLock;
 
 use rusqlite::OptionalExtension as _;
 use sqlx::AnyConnection;
+use sqlx::any::AnyRow;
 
 use crate::db::{Database, KEYS_PER_QUERY, WriteTx, placeholders, sql};
 use crate::error::VolumeError;
 use crate::path::{FilePath, Prefix};
 use crate::types::{Digest, Digests, FileMeta, Owner};
 
-/// The columns of a file row, as written and read.
+/// The columns of a file row after its owner, as written and read: the
+/// one list of them ([`FileMeta`] is the row read back, in this order).
 const COLUMNS: &str = "path, size, sha256, blake3, content_type, created_ms, modified_ms, s3_info";
+
+/// A file row's columns as the drivers decode them, in [`COLUMNS`]' order.
+type Columns = (
+    String,
+    i64,
+    String,
+    Option<String>,
+    String,
+    i64,
+    i64,
+    Option<String>,
+);
+
+/// The one mapping from a file row (read by either driver) to its
+/// [`FileMeta`].
+fn file_meta(
+    (path, size, sha256, blake3, content_type, created_ms, modified_ms, s3_info): Columns,
+) -> FileMeta {
+    FileMeta {
+        path,
+        size: u64::try_from(size).unwrap_or_default(),
+        sha256,
+        blake3,
+        content_type,
+        created_ms,
+        modified_ms,
+        s3_info,
+    }
+}
+
+/// A file row read through sqlx (`SELECT {COLUMNS}`).
+impl<'r> sqlx::FromRow<'r, AnyRow> for FileMeta {
+    fn from_row(row: &'r AnyRow) -> Result<Self, sqlx::Error> {
+        <Columns as sqlx::FromRow<'r, AnyRow>>::from_row(row).map(file_meta)
+    }
+}
+
+/// A file row read through rusqlite (`SELECT {COLUMNS}`).
+fn file_meta_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<FileMeta> {
+    Ok(file_meta((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+        row.get(5)?,
+        row.get(6)?,
+        row.get(7)?,
+    )))
+}
+
+/// [`COLUMNS`] with the columns `replace` names replaced by the SQL it
+/// gives (the others kept), comma-separated: what a copy selects.
+fn columns_replacing(replace: impl Fn(&str) -> Option<&'static str>) -> String {
+    COLUMNS
+        .split(", ")
+        .map(|column| replace(column).unwrap_or(column))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What replacing a file's content sets: every column but the path and
+/// the creation time, from the row that was to be inserted.
+static REPLACED: LazyLock<String> = LazyLock::new(|| {
+    COLUMNS
+        .split(", ")
+        .filter(|column| !matches!(*column, "path" | "created_ms"))
+        .map(|column| format!("{column} = excluded.{column}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+});
 
 /// The tree tables of one database.
 #[derive(Debug, Clone)]
@@ -28,34 +101,8 @@ pub(crate) struct Tree {
     db: Database,
 }
 
-#[derive(sqlx::FromRow)]
-struct Row {
-    path: String,
-    size: i64,
-    sha256: String,
-    blake3: Option<String>,
-    content_type: String,
-    created_ms: i64,
-    modified_ms: i64,
-    s3_info: Option<String>,
-}
-
-impl From<Row> for FileMeta {
-    fn from(row: Row) -> Self {
-        Self {
-            path: row.path,
-            size: u64::try_from(row.size).unwrap_or_default(),
-            sha256: row.sha256,
-            blake3: row.blake3,
-            content_type: row.content_type,
-            created_ms: row.created_ms,
-            modified_ms: row.modified_ms,
-            s3_info: row.s3_info,
-        }
-    }
-}
-
-/// A file row about to be written.
+/// A file row about to be written: its owner, and one time for its
+/// creation and modification.
 struct NewRow<'a> {
     owner: Owner,
     path: &'a FilePath,
@@ -97,29 +144,17 @@ impl Tree {
                 });
                 connection
                     .prepare_cached(&GET)?
-                    .query_row((owner.id(), path.as_str()), |row| {
-                        Ok(FileMeta::from(Row {
-                            path: row.get(0)?,
-                            size: row.get(1)?,
-                            sha256: row.get(2)?,
-                            blake3: row.get(3)?,
-                            content_type: row.get(4)?,
-                            created_ms: row.get(5)?,
-                            modified_ms: row.get(6)?,
-                            s3_info: row.get(7)?,
-                        }))
-                    })
+                    .query_row((owner.id(), path.as_str()), file_meta_sqlite)
                     .optional()
             });
         }
-        let row: Option<Row> = sql::query_as(&format!(
+        Ok(sql::query_as(&format!(
             "SELECT {COLUMNS} FROM files WHERE owner = $1 AND path = $2"
         ))
         .bind(owner.id())
         .bind(path.as_str())
         .fetch_optional(self.db.pool())
-        .await?;
-        Ok(row.map(FileMeta::from))
+        .await?)
     }
 
     /// The row of `path`, read inside `tx` and locked until it ends
@@ -130,15 +165,14 @@ impl Tree {
         owner: Owner,
         path: &FilePath,
     ) -> Result<Option<FileMeta>, VolumeError> {
-        let row: Option<Row> = sql::query_as(&format!(
+        Ok(sql::query_as(&format!(
             "SELECT {COLUMNS} FROM files WHERE owner = $1 AND path = $2{}",
             self.db.locking()
         ))
         .bind(owner.id())
         .bind(path.as_str())
         .fetch_optional(&mut *tx)
-        .await?;
-        Ok(row.map(FileMeta::from))
+        .await?)
     }
 
     /// The bytes `owner`'s files take and how many there are, leaving out
@@ -209,7 +243,7 @@ impl Tree {
             // if it is still new.
             if let Some(created) = self.insert(tx, &row, "DO NOTHING").await? {
                 return Ok(Replaced {
-                    meta: created.into(),
+                    meta: created,
                     previous: None,
                 });
             }
@@ -220,17 +254,11 @@ impl Tree {
             return Err(VolumeError::AlreadyExists(path.to_string()));
         }
         let replaced = self
-            .insert(
-                tx,
-                &row,
-                "DO UPDATE SET size = excluded.size, sha256 = excluded.sha256,
-                 blake3 = excluded.blake3, content_type = excluded.content_type,
-                 modified_ms = excluded.modified_ms, s3_info = excluded.s3_info",
-            )
+            .insert(tx, &row, &format!("DO UPDATE SET {}", *REPLACED))
             .await?
             .ok_or_else(|| VolumeError::NotFound(path.to_string()))?;
         Ok(Replaced {
-            meta: replaced.into(),
+            meta: replaced,
             previous,
         })
     }
@@ -269,7 +297,7 @@ impl Tree {
         tx: &mut AnyConnection,
         row: &NewRow<'_>,
         on_conflict: &str,
-    ) -> Result<Option<Row>, VolumeError> {
+    ) -> Result<Option<FileMeta>, VolumeError> {
         Ok(sql::query_as(&format!(
             "INSERT INTO files (owner, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8)
              ON CONFLICT (owner, path) {on_conflict} RETURNING {COLUMNS}"
@@ -430,28 +458,55 @@ impl Tree {
         Ok(made)
     }
 
-    /// Remove `owner`'s whole tree inside `tx` (their user is going); the
-    /// blobs it named are released by the next garbage collection.
-    pub(crate) async fn delete_owner(
+    /// Forget that the folder `prefix` was made on purpose, inside `tx`
+    /// (what is in it stays); whether it had been.
+    pub(crate) async fn unmake_folder(
         tx: &mut AnyConnection,
         owner: Owner,
-    ) -> Result<(), VolumeError> {
-        for statement in [
-            "DELETE FROM files WHERE owner = $1",
-            "DELETE FROM folders WHERE owner = $1",
-        ] {
-            sql::query(statement)
-                .bind(owner.id())
-                .execute(&mut *tx)
-                .await?;
-        }
-        Ok(())
+        prefix: &Prefix,
+    ) -> Result<bool, VolumeError> {
+        let removed = sql::query("DELETE FROM folders WHERE owner = $1 AND path = $2")
+            .bind(owner.id())
+            .bind(prefix.as_str())
+            .execute(tx)
+            .await?
+            .rows_affected();
+        Ok(removed > 0)
     }
 
-    /// Give the open tree's files and folders to `to` inside `tx`, unless
-    /// `to` holds a file at one of the same paths (`AlreadyExists`); how
-    /// many files moved. A folder both have stays `to`'s.
-    pub(crate) async fn adopt_open(tx: &mut AnyConnection, to: Owner) -> Result<u64, VolumeError> {
+    /// Remove `owner`'s files inside `tx` (their user is going; see
+    /// `owners`); the blobs they named are released by the next garbage
+    /// collection. How many went.
+    pub(crate) async fn delete_owner_files_in(
+        tx: &mut AnyConnection,
+        owner: Owner,
+    ) -> Result<u64, VolumeError> {
+        let removed = sql::query("DELETE FROM files WHERE owner = $1")
+            .bind(owner.id())
+            .execute(tx)
+            .await?;
+        Ok(removed.rows_affected())
+    }
+
+    /// Remove `owner`'s folders inside `tx` (their user is going); how
+    /// many went.
+    pub(crate) async fn delete_owner_folders_in(
+        tx: &mut AnyConnection,
+        owner: Owner,
+    ) -> Result<u64, VolumeError> {
+        let removed = sql::query("DELETE FROM folders WHERE owner = $1")
+            .bind(owner.id())
+            .execute(tx)
+            .await?;
+        Ok(removed.rows_affected())
+    }
+
+    /// Give the open tree's files to `to` inside `tx`, unless `to` holds a
+    /// file at one of the same paths (`AlreadyExists`); how many moved.
+    pub(crate) async fn adopt_files_in(
+        tx: &mut AnyConnection,
+        to: Owner,
+    ) -> Result<u64, VolumeError> {
         let clash: Option<(String,)> = sql::query_as(
             "SELECT path FROM files WHERE owner = 0 AND path IN
                  (SELECT path FROM files WHERE owner = $1) LIMIT 1",
@@ -465,19 +520,28 @@ impl Tree {
         let moved = sql::query("UPDATE files SET owner = $1 WHERE owner = 0")
             .bind(to.id())
             .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        for statement in [
+            .await?;
+        Ok(moved.rows_affected())
+    }
+
+    /// Give the open tree's folders to `to` inside `tx`; a folder both
+    /// have stays `to`'s. How many moved.
+    pub(crate) async fn adopt_folders_in(
+        tx: &mut AnyConnection,
+        to: Owner,
+    ) -> Result<u64, VolumeError> {
+        sql::query(
             "DELETE FROM folders WHERE owner = 0 AND path IN
                  (SELECT path FROM folders WHERE owner = $1)",
-            "UPDATE folders SET owner = $1 WHERE owner = 0",
-        ] {
-            sql::query(statement)
-                .bind(to.id())
-                .execute(&mut *tx)
-                .await?;
-        }
-        Ok(moved)
+        )
+        .bind(to.id())
+        .execute(&mut *tx)
+        .await?;
+        let moved = sql::query("UPDATE folders SET owner = $1 WHERE owner = 0")
+            .bind(to.id())
+            .execute(&mut *tx)
+            .await?;
+        Ok(moved.rows_affected())
     }
 }
 

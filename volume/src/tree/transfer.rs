@@ -6,7 +6,9 @@
 
 use sqlx::{Any, AnyConnection};
 
-use super::Tree;
+use std::sync::LazyLock;
+
+use super::{COLUMNS, Tree, columns_replacing};
 use crate::db::{rewrite, sql};
 use crate::error::VolumeError;
 use crate::path::{FilePath, MAX_PATH_BYTES, PathError, Prefix};
@@ -184,17 +186,24 @@ pub(crate) async fn copy_file(
     to: &FilePath,
     now_ms: i64,
 ) -> Result<(), VolumeError> {
-    sql::query(
-        "INSERT INTO files (owner, path, size, sha256, blake3, content_type, created_ms, modified_ms, s3_info)
-         SELECT owner, $3, size, sha256, blake3, content_type, $4, $4, s3_info FROM files
-         WHERE owner = $1 AND path = $2",
-    )
-    .bind(owner.id())
-    .bind(from.as_str())
-    .bind(to.as_str())
-    .bind(now_ms)
-    .execute(tx)
-    .await?;
+    static COPY: LazyLock<String> = LazyLock::new(|| {
+        let copied = columns_replacing(|column| match column {
+            "path" => Some("$3"),
+            "created_ms" | "modified_ms" => Some("$4"),
+            _ => None,
+        });
+        format!(
+            "INSERT INTO files (owner, {COLUMNS}) SELECT owner, {copied} FROM files
+             WHERE owner = $1 AND path = $2"
+        )
+    });
+    sql::query(&COPY)
+        .bind(owner.id())
+        .bind(from.as_str())
+        .bind(to.as_str())
+        .bind(now_ms)
+        .execute(tx)
+        .await?;
     Ok(())
 }
 
@@ -208,11 +217,19 @@ pub(crate) async fn copy_range(
     now_ms: i64,
 ) -> Result<(), VolumeError> {
     let upper = upper_of(from);
+    static COPY_FILES: LazyLock<String> = LazyLock::new(|| {
+        let copied = columns_replacing(|column| match column {
+            "path" => Some("$2 || SUBSTR(path, CAST($3 AS INTEGER))"),
+            "created_ms" | "modified_ms" => Some("$6"),
+            _ => None,
+        });
+        format!(
+            "INSERT INTO files (owner, {COLUMNS}) SELECT owner, {copied}
+             FROM files WHERE owner = $1 AND path >= $4 AND path < $5"
+        )
+    });
     for statement in [
-        "INSERT INTO files (owner, path, size, sha256, blake3, content_type, created_ms, modified_ms, s3_info)
-         SELECT owner, $2 || SUBSTR(path, CAST($3 AS INTEGER)), size, sha256,
-                blake3, content_type, $6, $6, s3_info
-         FROM files WHERE owner = $1 AND path >= $4 AND path < $5",
+        COPY_FILES.as_str(),
         "INSERT INTO folders (owner, path, created_ms)
          SELECT owner, $2 || SUBSTR(path, CAST($3 AS INTEGER)), $6
          FROM folders WHERE owner = $1 AND path > $4 AND path < $5",
