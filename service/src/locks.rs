@@ -9,8 +9,8 @@ use axum::body::Body;
 use volume::webdav::{DavLock, LockOutcome, NewLock};
 use volume::{FilePath, Owner};
 
-use auth::Caller;
 use crate::ServiceError;
+use auth::Caller;
 
 use super::{FileService, StoreOptions};
 

@@ -12,8 +12,8 @@ use futures_util::Stream;
 use volume::uploads::{MultipartPart, NewUpload, Upload, UploadKind};
 use volume::{FileMeta, FilePath};
 
-use auth::Caller;
 use crate::ServiceError;
+use auth::Caller;
 use storage_host::runtime::Describe;
 
 use super::uploads::{expires_after, new_upload_id};
@@ -61,11 +61,7 @@ impl FileService {
     }
 
     /// `caller`'s unfinished multipart upload `id`.
-    pub async fn find_multipart(
-        &self,
-        caller: &Caller,
-        id: &str,
-    ) -> Result<Upload, ServiceError> {
+    pub async fn find_multipart(&self, caller: &Caller, id: &str) -> Result<Upload, ServiceError> {
         self.volume
             .find_upload(caller.owner(), id)
             .await

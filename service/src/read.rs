@@ -11,7 +11,9 @@ use volume::{FileMeta, FilePath, Owner};
 
 use crate::ServiceError;
 use storage_host::pool::BodySize;
-use storage_host::runtime::{BodyError, ByteRange, FetchBody, FetchRequest, Fetched, IfRange, paced_body};
+use storage_host::runtime::{
+    BodyError, ByteRange, FetchBody, FetchRequest, Fetched, IfRange, paced_body,
+};
 
 use super::FileService;
 

@@ -10,8 +10,8 @@
 use volume::accounts::Share;
 use volume::{FilePath, Owner};
 
-use auth::Caller;
 use crate::ServiceError;
+use auth::Caller;
 
 use super::FileService;
 
@@ -49,7 +49,8 @@ impl FileService {
         id: &str,
         expires_ms: Option<i64>,
     ) -> Result<SharedFile, ServiceError> {
-        let gone = || ServiceError::NotFound("this share link (expired, revoked or unknown)".into());
+        let gone =
+            || ServiceError::NotFound("this share link (expired, revoked or unknown)".into());
         let share: Share = self
             .volume
             .accounts()

@@ -15,8 +15,8 @@ use axum::body::Body;
 
 use volume::{FileMeta, FilePath, Owner};
 
-use auth::Caller;
 use crate::ServiceError;
+use auth::Caller;
 use storage_host::runtime::{Describe, StoreRequest, Upload};
 
 use super::{Change, FileService, LockTokens, parent_key_of};
@@ -91,11 +91,15 @@ impl UploadSession<'_> {
         lease
             .run(move |instance| Box::pin(instance.store(owner, request, upload)))
             .await?
-            .map_err(|error| match ServiceError::from_handler(error, path.as_str()) {
-                // An undeclared body cut off at what the quota left.
-                ServiceError::BodyTooLarge { limit } if limit < max_body => quota_exceeded(limit),
-                other => other,
-            })
+            .map_err(
+                |error| match ServiceError::from_handler(error, path.as_str()) {
+                    // An undeclared body cut off at what the quota left.
+                    ServiceError::BodyTooLarge { limit } if limit < max_body => {
+                        quota_exceeded(limit)
+                    }
+                    other => other,
+                },
+            )
     }
 }
 

@@ -67,11 +67,7 @@ impl FileService {
     }
 
     /// What `name` is in `owner`'s tree (`None`: the root).
-    pub async fn node(
-        &self,
-        owner: Owner,
-        name: Option<&FilePath>,
-    ) -> Result<Node, ServiceError> {
+    pub async fn node(&self, owner: Owner, name: Option<&FilePath>) -> Result<Node, ServiceError> {
         self.volume
             .node(owner, name)
             .await
@@ -79,11 +75,7 @@ impl FileService {
     }
 
     /// Whether `owner` has the folder `prefix` (made, or holding files).
-    pub async fn folder_exists(
-        &self,
-        owner: Owner,
-        prefix: &Prefix,
-    ) -> Result<bool, ServiceError> {
+    pub async fn folder_exists(&self, owner: Owner, prefix: &Prefix) -> Result<bool, ServiceError> {
         self.volume
             .folder_exists(owner, prefix)
             .await

@@ -22,8 +22,8 @@ use sha2::Digest as _;
 use volume::uploads::{NewUpload, Upload, UploadKind, UploadPart};
 use volume::{FileMeta, FilePath, now_ms};
 
-use auth::Caller;
 use crate::ServiceError;
+use auth::Caller;
 use storage_host::runtime::Describe;
 
 use super::{FileService, LockTokens, StoreOptions};
@@ -239,7 +239,11 @@ impl FileService {
     }
 
     /// Forget `caller`'s upload `id`, of any kind, and free its bytes.
-    pub(super) async fn remove_upload(&self, caller: &Caller, id: &str) -> Result<(), ServiceError> {
+    pub(super) async fn remove_upload(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<(), ServiceError> {
         let removed = self
             .volume
             .remove_upload(Some(caller.owner()), id)
@@ -284,7 +288,9 @@ impl FileService {
         loop {
             let (deadline, slowness) = pace.deadline(started, received);
             let frame = match tokio::time::timeout_at(deadline.into(), frames.next()).await {
-                Err(_) => return Err(ServiceError::RequestTimeout(slowness.describe("sent")).into()),
+                Err(_) => {
+                    return Err(ServiceError::RequestTimeout(slowness.describe("sent")).into());
+                }
                 Ok(None) => break,
                 Ok(Some(Err(error))) => {
                     return Err(ServiceError::BadRequest(format!(

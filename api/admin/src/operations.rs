@@ -13,8 +13,8 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use crate::AdminState;
-use auth::Admin;
 use api_common::ApiError;
+use auth::Admin;
 use storage_host::pool::{InstanceStatus, ReplaceReason};
 use storage_host::procstat::ProcessMemory;
 use storage_host::recycler::{EstimatorError, EstimatorReport, SettingsChange};

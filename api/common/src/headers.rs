@@ -5,8 +5,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::{HeaderMap, HeaderValue, Uri, header};
 
-use storage_host::runtime::{ByteRange, IfRange};
 use file_service::{LockTokens, StoreOptions, Want};
+use storage_host::runtime::{ByteRange, IfRange};
 
 use super::if_header::IfHeader;
 

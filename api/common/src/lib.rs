@@ -12,9 +12,9 @@
 
 pub mod answer;
 pub mod body;
+mod error;
 pub mod headers;
 pub mod if_header;
-mod error;
 
 pub use error::ApiError;
 

@@ -8,12 +8,12 @@ use axum::response::{IntoResponse, Response};
 use volume::webdav::Node;
 use volume::{FilePath, Prefix};
 
+use api_common::ApiError;
 use api_common::answer::file_response;
 use api_common::body::read_small_body;
 use api_common::headers::{content_wanted, parse_if_none_match, store_options};
-use api_common::ApiError;
-use storage_host::runtime::paced_body;
 use file_service::Want;
+use storage_host::runtime::paced_body;
 
 use super::target::{Target, href};
 use super::{Dav, MAX_XML_BODY, Read, Stopped};

@@ -38,9 +38,9 @@ use axum::routing::any;
 use volume::Owner;
 use volume::webdav::{DavLock, Node};
 
-use auth::{Authenticator, Caller};
-use api_common::if_header::{IfHeader, ResourceState};
 use api_common::ApiError;
+use api_common::if_header::{IfHeader, ResourceState};
+use auth::{Authenticator, Caller};
 use file_service::{FileService, LockTokens, ServiceError};
 
 use self::target::{Target, href, key_of};

@@ -9,9 +9,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use volume::webdav::{DavLock, NewLock, Node};
 
+use api_common::ApiError;
 use api_common::body::read_small_body;
 use api_common::if_header::IfHeader;
-use api_common::ApiError;
 use file_service::{Change, ServiceError};
 
 use super::target::{Target, href, key_of, parent_key};

@@ -18,11 +18,11 @@ use axum::response::{IntoResponse, Response};
 use volume::webdav::{DavLock, DeadProperty, FolderMeta, Node, PropertyChange};
 use volume::{Entry, FileMeta, Owner, Prefix};
 
+use api_common::ApiError;
 use api_common::body::read_small_body;
 use api_common::headers::{http_date, rfc3339};
-use api_common::ApiError;
-use storage_host::runtime::{PacedSender, paced_body};
 use file_service::{Change, FileService};
+use storage_host::runtime::{PacedSender, paced_body};
 
 use super::content::LISTING_PAGE;
 use super::target::{Target, href, key_of};

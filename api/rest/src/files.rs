@@ -20,14 +20,14 @@ use serde::{Deserialize, Serialize};
 use volume::{Entry, FileMeta, FilePath, Prefix};
 
 use crate::RestState;
-use auth::Caller;
-use auth::secrets::{self, ShareToken};
+use api_common::ApiError;
 use api_common::answer::file_response;
 use api_common::headers::{
     content_wanted, has_param, insert, parse_if_none_match, rfc3339, store_options,
     submitted_tokens,
 };
-use api_common::ApiError;
+use auth::Caller;
+use auth::secrets::{self, ShareToken};
 use file_service::{Usage, Want};
 
 /// The longest a share link may be asked to last: ten years.

@@ -16,10 +16,10 @@ use axum::response::Response;
 use axum::routing::get;
 
 use crate::RestState;
-use auth::Caller;
+use api_common::ApiError;
 use api_common::answer::file_response;
 use api_common::headers::{content_wanted, parse_if_none_match};
-use api_common::ApiError;
+use auth::Caller;
 use file_service::{SharedFile, Want};
 
 pub(crate) fn router() -> Router<RestState> {

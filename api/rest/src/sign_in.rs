@@ -11,8 +11,8 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use crate::RestState;
-use auth::{self, Caller, SESSION_COOKIE, SESSION_LIFETIME, Via, secrets};
 use api_common::ApiError;
+use auth::{self, Caller, SESSION_COOKIE, SESSION_LIFETIME, Via, secrets};
 
 /// The session's CSRF token is in the answer: no cache may keep it.
 const NO_STORE: [(header::HeaderName, &str); 1] = [(header::CACHE_CONTROL, "no-store")];

@@ -23,9 +23,9 @@ use volume::FilePath;
 use volume::uploads::Upload;
 
 use crate::RestState;
-use auth::Caller;
-use api_common::headers::http_date;
 use api_common::ApiError;
+use api_common::headers::http_date;
+use auth::Caller;
 use file_service::{AppendError, Appended, Checksum, Chunk, ServiceError, StoreOptions};
 
 const TUS_VERSION: &str = "1.0.0";
@@ -317,7 +317,11 @@ async fn create(
 }
 
 /// `HEAD /uploads/{id}`: where the upload is.
-async fn status(State(state): State<RestState>, caller: Caller, Path(id): Path<String>) -> Response {
+async fn status(
+    State(state): State<RestState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Response {
     match state.files.find_upload(&caller, &id).await {
         Ok(upload) => Tus::new(StatusCode::OK)
             .upload(&upload)
