@@ -9,27 +9,46 @@
 //! chunks and trailers) and writes S3's XML; this module answers each
 //! operation from the file service.
 //!
-//! - `keys`: access keys, their sealed secrets, and who a request acts for.
+//! One file per family of operations, as a newcomer looks for them:
+//!
 //! - `buckets`: listing, creating, checking and deleting buckets.
-//! - `objects`: objects put, read, copied and deleted.
-//! - `listing`: `ListObjects` and `ListObjectsV2` over the flat key space.
+//! - `get`: `GetObject` and `HeadObject`, through one answer builder.
+//! - `put`: `PutObject`.
+//! - `copy`: `CopyObject`, and the source an `UploadPartCopy` reads.
+//! - `delete`: `DeleteObject` and `DeleteObjects`.
+//! - `list`: `ListObjects` and `ListObjectsV2` over the flat key space.
 //! - `multipart`: multipart uploads as upload sessions of the service.
+//!
+//! and what they share:
+//!
+//! - `keys`: access keys, their sealed secrets, and who a request acts for.
+//! - `lookup`: an object (or a folder marker) found by its key.
+//! - `conditions`: `If-Match` and its kin, on reads and copies.
 //! - `if_range`: `GetObject`'s `If-Range`, against the ETag S3 sends.
-//! - `info`: what S3 keeps of an object, and the checks a body passes.
+//! - `info`: what S3 keeps of an object (ETag, metadata, headers).
+//! - `checksum`: S3's checksums, and the one a request declares.
+//! - `body`: the checks a body passes on its way in.
 //! - `error`: the service's errors in S3's codes.
 //! - `guard`: what a request must carry before `s3s` sees it (every
 //!   `x-amz-*` header signed, presign limits, dates, a bounded XML body),
 //!   and the headers every answer carries.
 
+mod body;
 mod buckets;
+mod checksum;
+mod conditions;
+mod copy;
+mod delete;
 mod error;
+mod get;
 mod guard;
 mod if_range;
 mod info;
 pub mod keys;
-mod listing;
+mod list;
+mod lookup;
 mod multipart;
-mod objects;
+mod put;
 
 use std::sync::Arc;
 
