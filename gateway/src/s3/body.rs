@@ -1,21 +1,19 @@
 //! The checks a body passes on its way in: `Content-MD5`, and the
 //! checksum its request declares ([`Declared`]).
 //!
-//! A body is checked as it streams to its instance: a mismatch found at
-//! its end makes the stream fail instead of end, so the upload stores
-//! nothing, and the adapter answers `BadDigest`.
-
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
+//! A body is checked as it streams to its instance ([`BodyCheck`], run
+//! by the service): a mismatch found at its end makes the stream fail
+//! instead of end, so the upload stores nothing, and the service hands
+//! the refusal back (`BadDigest`) for the adapter to answer.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
-use futures_util::Stream;
 use md5::Digest as _;
 use s3s::checksum::ChecksumHasher;
 use s3s::{S3Error, s3_error};
+
+use crate::service::Inspect;
 
 use super::checksum::{Algorithm, Declared};
 
@@ -26,49 +24,21 @@ pub(super) struct Received {
     pub(super) checksum: Option<(Algorithm, String)>,
 }
 
-/// How checking a body went: read in the end by the adapter.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Verdict(Arc<Mutex<Option<Result<Received, S3Error>>>>);
-
-impl Verdict {
-    /// What the body was, if it was read to its end and passed its checks
-    /// (left for [`Verdict::take`]).
-    pub(super) fn received(&self) -> Option<Received> {
-        match &*self.0.lock().unwrap_or_else(PoisonError::into_inner) {
-            Some(Ok(received)) => Some(received.clone()),
-            _ => None,
-        }
-    }
-
-    /// What the body was, or why it was refused; `None` if it was not read
-    /// to its end.
-    pub(super) fn take(&self) -> Option<Result<Received, S3Error>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
-    }
-
-    fn set(&self, verdict: Result<Received, S3Error>) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(verdict);
-    }
-}
-
-/// A body stream checked against `Content-MD5` and a declared checksum.
-pub(super) struct Checked<S> {
-    inner: S,
+/// The checks of a body against `Content-MD5` and a declared checksum: the
+/// service runs it over the body as it streams by ([`Inspect`]).
+pub(super) struct BodyCheck {
     md5: Option<md5::Md5>,
     hasher: Option<(Algorithm, ChecksumHasher)>,
     want_md5: Option<[u8; 16]>,
     declared: Option<Declared>,
     trailers: Option<s3s::TrailingHeaders>,
-    verdict: Verdict,
 }
 
-impl<S> Checked<S> {
+impl BodyCheck {
     pub(super) fn new(
-        inner: S,
         content_md5: Option<&str>,
         declared: Option<Declared>,
         trailers: Option<s3s::TrailingHeaders>,
-        verdict: Verdict,
     ) -> Result<Self, S3Error> {
         let want_md5 = content_md5
             .map(|sent| {
@@ -82,7 +52,6 @@ impl<S> Checked<S> {
             })
             .transpose()?;
         Ok(Self {
-            inner,
             md5: Some(md5::Md5::new()),
             hasher: declared
                 .as_ref()
@@ -90,7 +59,6 @@ impl<S> Checked<S> {
             want_md5,
             declared,
             trailers,
-            verdict,
         })
     }
 
@@ -146,49 +114,25 @@ impl<S> Checked<S> {
     }
 }
 
-impl<S, E> Stream for Checked<S>
-where
-    S: Stream<Item = Result<Bytes, E>> + Unpin,
-    E: std::fmt::Display,
-{
-    type Item = Result<Bytes, std::io::Error>;
+impl Inspect for BodyCheck {
+    type Passed = Received;
+    type Refused = S3Error;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_next(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Some(Ok(bytes))) => {
-                if let Some(md5) = &mut this.md5 {
-                    md5.update(&bytes);
-                }
-                if let Some((_, hasher)) = &mut this.hasher {
-                    hasher.update(&bytes);
-                }
-                Poll::Ready(Some(Ok(bytes)))
-            }
-            Poll::Ready(Some(Err(error))) => {
-                let text = error.to_string();
-                if let Some(refused) = refusal_of(&text) {
-                    this.verdict.set(Err(refused));
-                }
-                Poll::Ready(Some(Err(std::io::Error::other(text))))
-            }
-            Poll::Ready(None) => {
-                if this.md5.is_none() {
-                    return Poll::Ready(None);
-                }
-                let verdict = this.finish();
-                let failed = verdict.is_err();
-                this.verdict.set(verdict);
-                if failed {
-                    Poll::Ready(Some(Err(std::io::Error::other(
-                        "the body does not match its checksum",
-                    ))))
-                } else {
-                    Poll::Ready(None)
-                }
-            }
+    fn chunk(&mut self, bytes: &[u8]) {
+        if let Some(md5) = &mut self.md5 {
+            md5.update(bytes);
         }
+        if let Some((_, hasher)) = &mut self.hasher {
+            hasher.update(bytes);
+        }
+    }
+
+    fn failed(&mut self, error: &str) -> Option<S3Error> {
+        refusal_of(error)
+    }
+
+    fn ended(&mut self) -> Result<Received, S3Error> {
+        self.finish()
     }
 }
 
@@ -242,19 +186,19 @@ impl BodyChecks {
         })
     }
 
-    /// `body` (none: an empty one) checked against `content_md5` and the
-    /// declared checksum: what `PutObject` and `UploadPart` store.
+    /// `body` (none: an empty one), and its checks against `content_md5`
+    /// and the declared checksum: what `PutObject` and `UploadPart` store.
     pub(super) fn check(
         self,
         body: Option<s3s::dto::StreamingBlob>,
         content_md5: Option<&str>,
-        verdict: Verdict,
-    ) -> Result<Checked<s3s::dto::StreamingBlob>, S3Error> {
+    ) -> Result<(s3s::dto::StreamingBlob, BodyCheck), S3Error> {
+        let check = BodyCheck::new(content_md5, self.declared, self.trailers)?;
         let body = body.unwrap_or_else(|| {
             s3s::dto::StreamingBlob::wrap(futures_util::stream::empty::<
                 Result<Bytes, std::io::Error>,
             >())
         });
-        Checked::new(body, content_md5, self.declared, self.trailers, verdict)
+        Ok((body, check))
     }
 }

@@ -8,10 +8,9 @@ use s3s::{S3Error, S3Request, S3Response, S3Result, s3_error};
 use volume::Prefix;
 
 use crate::error::AppError;
-use crate::runtime::Describe;
-use crate::service::{LockTokens, StoreOptions};
+use crate::service::{LockTokens, Refusal, StoreOptions};
 
-use super::body::{BodyChecks, Verdict};
+use super::body::{BodyChecks, Received};
 use super::checksum::{Algorithm, ChecksumFields, sent_checksums};
 use super::conditions::{matches, precondition_failed};
 use super::error::object_error;
@@ -68,8 +67,7 @@ impl S3Api {
                 return Err(precondition_failed());
             }
         }
-        let verdict = Verdict::default();
-        let checked = checks.check(input.body, input.content_md5.as_deref(), verdict.clone())?;
+        let (body, check) = checks.check(input.body, input.content_md5.as_deref())?;
         let options = StoreOptions {
             declared: input
                 .content_length
@@ -92,36 +90,23 @@ impl S3Api {
             input.expires.as_ref(),
         );
         // What S3 keeps goes into the file's row as it is stored, once the
-        // body has passed its checks.
-        let describe = {
-            let (verdict, meta, headers) = (verdict.clone(), meta.clone(), headers.clone());
-            Describe(Box::new(move || {
-                verdict
-                    .received()
-                    .map(|received| ObjectInfo::put(&received, meta, headers).to_json())
-            }))
+        // body has passed its checks, and comes back for the answer.
+        let describe = move |received: Received| {
+            let info = ObjectInfo::put(&received, meta, headers);
+            (Some(info.to_json()), info)
         };
         let stored = match self
             .files
             .upload(&caller, &path, options, &LockTokens::default())
             .await
         {
-            Ok(session) => {
-                session
-                    .send_described(axum::body::Body::from_stream(checked), Some(describe))
-                    .await
-            }
-            Err(error) => Err(error),
+            Ok(session) => session.send_inspected(body, check, describe).await,
+            Err(error) => Err(Refusal::Failed(error)),
         };
-        let received = match (verdict.take(), stored) {
-            (Some(Err(refused)), _) => return Err(refused),
-            (_, Err(error)) => return Err(put_error(error)),
-            (Some(Ok(received)), Ok(_)) => received,
-            (None, Ok(_)) => {
-                return Err(s3_error!(InternalError, "the body was not read to its end"));
-            }
-        };
-        let info = ObjectInfo::put(&received, meta, headers);
+        let (_, info) = stored.map_err(|refusal| match refusal {
+            Refusal::Refused(refused) => refused,
+            Refusal::Failed(error) => put_error(error),
+        })?;
         let fields = ChecksumFields::of(info.checksum.as_ref());
         Ok(S3Response::new(PutObjectOutput {
             e_tag: Some(ETag::Strong(info.etag)),

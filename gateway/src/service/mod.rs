@@ -48,7 +48,7 @@ pub(crate) use locks::{Change, LockTokens};
 pub(crate) use multipart::MAX_PARTS;
 pub(crate) use read::{FileRead, ReadBody, Want};
 pub(crate) use shares::SharedFile;
-pub(crate) use store::StoreOptions;
+pub(crate) use store::{Inspect, Refusal, StoreOptions};
 pub(crate) use tree::{TransferRequest, parent_key_of};
 pub(crate) use uploads::{AppendError, Appended, Checksum, Chunk};
 

@@ -2,7 +2,7 @@
 //! [`rules`](super::rules), sent through an instance as one object; and
 //! `AbortMultipartUpload`, which forgets an upload and its parts.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::convert::Infallible;
 
 use s3s::dto::{
     AbortMultipartUploadInput, AbortMultipartUploadOutput, CompleteMultipartUploadInput,
@@ -13,11 +13,11 @@ use volume::uploads::{MultipartPart, Upload};
 
 use crate::auth::Caller;
 use crate::error::AppError;
-use crate::runtime::Describe;
-use crate::s3::checksum::{Algorithm, ChecksumFields, StoredChecksum, sent_checksums};
+use crate::s3::checksum::{Algorithm, ChecksumFields, StoredChecksum, Streaming, sent_checksums};
 use crate::s3::error::object_error;
 use crate::s3::info::ObjectInfo;
 use crate::s3::{S3Api, caller};
+use crate::service::Inspect;
 
 use super::{Pending, no_such_upload, rules};
 
@@ -108,60 +108,34 @@ impl S3Api {
         } = completion;
         let count = chosen.len();
         let part_sizes: Vec<u64> = chosen.iter().map(|part| part.size).collect();
-        let whole = pending
-            .checksum
-            .filter(|_| pending.full_object)
-            .map(|algorithm| (algorithm, Arc::new(Mutex::new(algorithm.streaming()))));
-        let inspect = {
-            let whole = whole.clone();
-            move |bytes: &[u8]| {
-                if let Some((_, hasher)) = &whole {
-                    hasher
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .update(bytes);
-                }
-            }
-        };
+        let whole = WholeChecksum(
+            pending
+                .checksum
+                .filter(|_| pending.full_object)
+                .map(|algorithm| (algorithm, algorithm.streaming())),
+        );
         // What S3 keeps of the object is made once the last part has
-        // streamed by (a whole-object checksum needs every byte) and goes
-        // into the file's row with it; `kept` hands it to the answer.
-        let kept: Arc<Mutex<Option<ObjectInfo>>> = Arc::default();
+        // streamed by (a whole-object checksum needs every byte), goes
+        // into the file's row with it, and comes back for the answer.
         let describe = {
-            let (kept, etag) = (kept.clone(), etag.clone());
-            Describe(Box::new(move || {
-                let checksum = composite.or_else(|| {
-                    whole.map(|(algorithm, hasher)| StoredChecksum {
-                        algorithm,
-                        value: hasher
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .finish(algorithm),
-                        composite: false,
-                    })
-                });
+            let etag = etag.clone();
+            move |whole: Option<StoredChecksum>| {
                 let info = ObjectInfo {
                     etag,
                     meta: pending.meta,
                     headers: pending.headers,
-                    checksum,
+                    checksum: composite.or(whole),
                     parts: u32::try_from(count).ok(),
                     part_sizes,
                 };
-                let json = info.to_json();
-                *kept.lock().unwrap_or_else(PoisonError::into_inner) = Some(info);
-                Some(json)
-            }))
+                (Some(info.to_json()), info)
+            }
         };
-        self.files
-            .complete_multipart(&caller, &upload, chosen, inspect, describe)
+        let (_, info) = self
+            .files
+            .complete_multipart(&caller, &upload, chosen, whole, describe)
             .await
             .map_err(object_error)?;
-        let info = kept
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-            .unwrap_or_default();
         let fields = ChecksumFields::of(info.checksum.as_ref());
         Ok(CompleteMultipartUploadOutput {
             bucket: Some(bucket.clone()),
@@ -194,5 +168,32 @@ impl S3Api {
             Err(error) => return Err(object_error(error)),
         }
         Ok(S3Response::new(AbortMultipartUploadOutput::default()))
+    }
+}
+
+/// The whole object's checksum, if a full-object one was asked for, made
+/// as the parts stream through the instance.
+struct WholeChecksum(Option<(Algorithm, Streaming)>);
+
+impl Inspect for WholeChecksum {
+    type Passed = Option<StoredChecksum>;
+    type Refused = Infallible;
+
+    fn chunk(&mut self, bytes: &[u8]) {
+        if let Some((_, hasher)) = &mut self.0 {
+            hasher.update(bytes);
+        }
+    }
+
+    fn failed(&mut self, _: &str) -> Option<Infallible> {
+        None
+    }
+
+    fn ended(&mut self) -> Result<Option<StoredChecksum>, Infallible> {
+        Ok(self.0.take().map(|(algorithm, mut hasher)| StoredChecksum {
+            algorithm,
+            value: hasher.finish(algorithm),
+            composite: false,
+        }))
     }
 }

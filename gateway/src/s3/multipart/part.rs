@@ -1,8 +1,6 @@
 //! `UploadPart` and `UploadPartCopy`: a body, checked like a `PutObject`'s,
 //! or bytes of another object, kept as a numbered part of an upload.
 
-use std::sync::{Arc, Mutex, PoisonError};
-
 use s3s::dto::{
     CopyPartResult, ETag, UploadPartCopyInput, UploadPartCopyOutput, UploadPartInput,
     UploadPartOutput,
@@ -12,10 +10,11 @@ use volume::uploads::{MultipartPart, Upload};
 
 use crate::auth::Caller;
 use crate::error::AppError;
-use crate::s3::body::{BodyChecks, Checked, Verdict};
+use crate::s3::body::{BodyCheck, BodyChecks, Received};
 use crate::s3::checksum::{Algorithm, sent_checksums};
 use crate::s3::error::object_error;
 use crate::s3::{S3Api, caller, timestamp};
+use crate::service::Refusal;
 
 use super::{no_such_upload, part_fields, part_number};
 
@@ -37,10 +36,9 @@ impl S3Api {
         let upload = self
             .upload_for(&caller, &input.bucket, &input.key, &input.upload_id)
             .await?;
-        let verdict = Verdict::default();
-        let checked = checks.check(input.body, input.content_md5.as_deref(), verdict.clone())?;
+        let (body, check) = checks.check(input.body, input.content_md5.as_deref())?;
         let part = self
-            .store_part(&caller, &upload, number, checked, &verdict)
+            .store_part(&caller, &upload, number, body, check)
             .await?;
         let fields = part_fields(&part);
         Ok(S3Response::new(UploadPartOutput {
@@ -54,55 +52,35 @@ impl S3Api {
         }))
     }
 
-    /// Store `body` (checked into `verdict`) as part `number` of `upload`.
-    async fn store_part<S>(
+    /// Store `body`, checked by `check`, as part `number` of `upload`: its
+    /// ETag the hex MD5 of what passed, its checksum `ALGORITHM:base64`.
+    async fn store_part<S, E>(
         &self,
         caller: &Caller,
         upload: &Upload,
         number: u32,
         body: S,
-        verdict: &Verdict,
+        check: BodyCheck,
     ) -> S3Result<MultipartPart>
     where
-        S: futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static,
+        S: futures_util::Stream<Item = Result<bytes::Bytes, E>> + Send + Unpin + 'static,
+        E: std::fmt::Display + 'static,
     {
-        let described = Arc::new(Mutex::new(None));
-        let describe = {
-            let verdict = verdict.clone();
-            let described = described.clone();
-            move || match verdict.take() {
-                Some(Ok(received)) => {
-                    let checksum = received
-                        .checksum
-                        .map(|(algorithm, value)| format!("{}:{value}", algorithm.name()))
-                        .unwrap_or_default();
-                    Some((hex::encode(received.md5), checksum))
-                }
-                other => {
-                    *described.lock().unwrap_or_else(PoisonError::into_inner) = other;
-                    None
-                }
-            }
+        let describe = |received: Received| {
+            let checksum = received
+                .checksum
+                .map(|(algorithm, value)| format!("{}:{value}", algorithm.name()))
+                .unwrap_or_default();
+            (hex::encode(received.md5), checksum)
         };
-        match self
-            .files
-            .put_part(caller, upload, number, body, describe)
+        self.files
+            .put_part(caller, upload, number, body, check, describe)
             .await
-        {
-            Ok(part) => Ok(part),
-            Err(error) => {
-                let refused = described
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take()
-                    .or_else(|| verdict.take());
-                match (refused, error) {
-                    (Some(Err(refused)), _) => Err(refused),
-                    (_, AppError::NotFound(_)) => Err(no_such_upload()),
-                    (_, error) => Err(object_error(error)),
-                }
-            }
-        }
+            .map_err(|refusal| match refusal {
+                Refusal::Refused(refused) => refused,
+                Refusal::Failed(AppError::NotFound(_)) => no_such_upload(),
+                Refusal::Failed(error) => object_error(error),
+            })
     }
 
     /// `UploadPartCopy`: bytes of another object kept as a part.
@@ -118,10 +96,9 @@ impl S3Api {
             .upload_for(&caller, &input.bucket, &input.key, &input.upload_id)
             .await?;
         let body = self.part_copy_source(owner, &input).await?;
-        let verdict = Verdict::default();
-        let checked = Checked::new(body.into_data_stream(), None, None, None, verdict.clone())?;
+        let check = BodyCheck::new(None, None, None)?;
         let part = self
-            .store_part(&caller, &upload, number, checked, &verdict)
+            .store_part(&caller, &upload, number, body.into_data_stream(), check)
             .await?;
         Ok(S3Response::new(UploadPartCopyOutput {
             copy_part_result: Some(CopyPartResult {
