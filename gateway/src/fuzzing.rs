@@ -8,9 +8,9 @@ use volume::{FilePath, Prefix};
 
 use crate::auth::Credentials;
 use crate::auth::secrets::{ShareSigner, ShareToken};
-use crate::common::headers::{parse_if_none_match, parse_range};
 use crate::recycler::{Method, Mode, Policy, PolicyConfig, Settings, SettingsChange};
 use crate::runtime::ByteRange;
+use api_common::headers::{parse_if_none_match, parse_range};
 
 /// A path from a URL: what is accepted is normalised (no empty, `.` or
 /// `..` segment, no leading slash) and parses back to itself.

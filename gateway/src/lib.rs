@@ -3,7 +3,7 @@
 //! instances.
 //!
 //! A request enters through axum ([`app`]) and reaches one protocol
-//! adapter (`api-rest`, `api-dav`, `api-admin`, or the S3 API on its own
+//! adapter (`api-rest`, `api-dav`, `api-admin`, or `api-s3` on its own
 //! listener), which takes a caller from `auth` and calls the
 //! `file-service`; the service alone leases instances from the
 //! `storage-host` pool and talks to the `volume`. See ARCHITECTURE.md for
@@ -16,28 +16,17 @@
 //!   graceful shutdown.
 //! - this file: [`start`] (open the volume, start the pool and the
 //!   recycler), [`app`] (the routers merged), [`serve`].
-//! - [`s3`]: the S3 API, an adapter over the same service.
 //! - [`fuzzing`]: entry points for the fuzzers of client-input parsers.
 
 pub mod cli;
 pub mod config;
 pub mod fuzzing;
-pub mod s3;
 pub mod server;
 
+pub use api_s3 as s3;
 pub use auth;
 pub use storage_host::{budget, pool, procstat, recycler, runtime};
 
-// The S3 adapter's view of the layers below, until it is a crate of its own.
-mod error {
-    pub(crate) use file_service::ServiceError as AppError;
-}
-mod common {
-    pub(crate) use api_common::{answer, headers};
-}
-mod service {
-    pub(crate) use file_service::*;
-}
 use api_common::trace_layer;
 
 use std::future::Future;

@@ -49,7 +49,7 @@ pub use locks::{Change, LockTokens};
 pub use multipart::MAX_PARTS;
 pub use read::{FileRead, ReadBody, Want};
 pub use shares::SharedFile;
-pub use store::StoreOptions;
+pub use store::{Inspect, Refusal, StoreOptions};
 pub use tree::{TransferRequest, parent_key_of};
 pub use uploads::{AppendError, Appended, Checksum, Chunk};
 

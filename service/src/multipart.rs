@@ -14,10 +14,10 @@ use volume::{FileMeta, FilePath};
 
 use crate::ServiceError;
 use auth::Caller;
-use storage_host::runtime::Describe;
 
+use super::store::inspect;
 use super::uploads::{expires_after, new_upload_id};
-use super::{FileService, LockTokens, StoreOptions};
+use super::{FileService, Inspect, LockTokens, Refusal, StoreOptions};
 
 /// Most parts an upload may have (S3's limit, tus's too).
 pub const MAX_PARTS: u32 = volume::uploads::MAX_PARTS;
@@ -71,30 +71,33 @@ impl FileService {
     }
 
     /// Store `body` as part `number` of `caller`'s upload `upload` (one
-    /// sent before under that number is replaced), durably; `etag` and
-    /// `checksum` are computed from the body once it is read, by the
-    /// caller's `describe` (the protocol checks it against what the
-    /// client sent): `None` refuses the part.
-    pub async fn put_part<S, F>(
+    /// sent before under that number is replaced), durably, `inspector`
+    /// seeing it on its way (see [`Inspect`]); `describe` makes of what it
+    /// passed as the part's ETag and checksum (the protocol's). A body the
+    /// inspector refuses is not kept, and the refusal is the answer.
+    pub async fn put_part<S, E, I, D>(
         &self,
         caller: &Caller,
         upload: &Upload,
         number: u32,
         body: S,
-        describe: F,
-    ) -> Result<MultipartPart, ServiceError>
+        inspector: I,
+        describe: D,
+    ) -> Result<MultipartPart, Refusal<I::Refused>>
     where
-        S: Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
-        F: FnOnce() -> Option<(String, String)>,
+        S: Stream<Item = Result<Bytes, E>> + Send + Unpin + 'static,
+        E: std::fmt::Display + 'static,
+        I: Inspect,
+        D: FnOnce(I::Passed) -> (String, String),
     {
         if !(1..=MAX_PARTS).contains(&number) {
-            return Err(ServiceError::BadRequest(format!(
-                "a part number is 1 to {MAX_PARTS}"
-            )));
+            return Err(
+                ServiceError::BadRequest(format!("a part number is 1 to {MAX_PARTS}")).into(),
+            );
         }
         // What the part may bring: the size limit, and what the quota
         // leaves beside the owner's other unfinished uploads.
-        let path = FilePath::parse(&upload.path)?;
+        let path = FilePath::parse(&upload.path).map_err(ServiceError::from)?;
         // The object may not pass the size limit: the parts kept so far
         // (but one this replaces) and this one.
         let parts = self.multipart_parts(upload).await?;
@@ -117,6 +120,7 @@ impl FileService {
                 by_quota = true;
             }
         }
+        let (body, verdict) = inspect(body, inspector);
         let staged = self
             .stage_part(Body::from_stream(body), room, None)
             .await
@@ -128,10 +132,16 @@ impl FileService {
                 }
                 super::AppendError::App(error) => error,
                 other => ServiceError::BadRequest(other.to_string()),
-            })?;
-        let Some((etag, checksum)) = describe() else {
-            return Err(ServiceError::BadRequest("the part was refused".into()));
+            });
+        let staged = match (verdict.take(), staged) {
+            (Some(Err(refused)), _) => return Err(Refusal::Refused(refused)),
+            (_, Err(error)) => return Err(error.into()),
+            (Some(Ok(passed)), Ok(staged)) => (passed, staged),
+            (None, Ok(_)) => {
+                return Err(ServiceError::BadRequest("the part was refused".into()).into());
+            }
         };
+        let ((etag, checksum), staged) = (describe(staged.0), staged.1);
         self.volume
             .store_multipart_part(
                 caller.owner(),
@@ -144,7 +154,7 @@ impl FileService {
             )
             .await
             .map_err(|error| ServiceError::from_volume(error, &upload.id))?
-            .ok_or_else(|| ServiceError::NotFound(format!("upload {}", upload.id)))
+            .ok_or_else(|| ServiceError::NotFound(format!("upload {}", upload.id)).into())
     }
 
     /// The recorded parts of `upload`, by number.
@@ -174,18 +184,24 @@ impl FileService {
     }
 
     /// Store `upload`'s file from `parts` (in the order given) through an
-    /// instance, `inspect` seeing every byte on its way (a whole-content
-    /// checksum), `describe` making what S3 keeps of it in its row; then
-    /// forget the upload. If it fails the upload stays, to
-    /// be completed again or aborted (as S3 keeps it).
-    pub async fn complete_multipart(
+    /// instance, `inspector` seeing every byte on its way (a whole-content
+    /// checksum) and `describe` making of what it saw what S3 keeps of the
+    /// file in its row, and what it hands back here; then forget the
+    /// upload. If it fails the upload stays, to be completed again or
+    /// aborted (as S3 keeps it).
+    pub async fn complete_multipart<I, T, D>(
         &self,
         caller: &Caller,
         upload: &Upload,
         parts: Vec<MultipartPart>,
-        inspect: impl FnMut(&[u8]) + Send + 'static,
-        describe: Describe,
-    ) -> Result<FileMeta, ServiceError> {
+        inspector: I,
+        describe: D,
+    ) -> Result<(FileMeta, T), ServiceError>
+    where
+        I: Inspect<Refused = std::convert::Infallible>,
+        T: Send + 'static,
+        D: FnOnce(I::Passed) -> (Option<String>, T) + Send + 'static,
+    {
         let path = FilePath::parse(&upload.path)?;
         let declared = parts.iter().map(|part| part.size).sum();
         let options = StoreOptions {
@@ -195,13 +211,7 @@ impl FileService {
         };
         let stored = self
             .store_parts(
-                caller,
-                &path,
-                options,
-                &upload.id,
-                parts,
-                inspect,
-                Some(describe),
+                caller, &path, options, &upload.id, parts, inspector, describe,
             )
             .await;
         if stored.is_ok()

@@ -11,7 +11,13 @@
 //! parts are kept durably, and the file appears at its path only when the
 //! last part is in and the whole has passed through an instance.
 
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
 use axum::body::Body;
+use bytes::Bytes;
+use futures_util::Stream;
 
 use volume::{FileMeta, FilePath, Owner};
 
@@ -54,10 +60,35 @@ impl UploadSession<'_> {
         self.send_described(body, None).await
     }
 
+    /// Store `body` as the file, `inspector` seeing it on its way (see
+    /// [`Inspect`]). Once the body has passed, `describe` makes of what it
+    /// was what the protocol keeps in the file's row (stored in the same
+    /// transaction as the file: S3's ETag and checksums) and what it hands
+    /// back here with the file. A body the inspector refuses stores nothing,
+    /// and the refusal is the answer, whatever else failed.
+    pub async fn send_inspected<S, E, I, T, D>(
+        self,
+        body: S,
+        inspector: I,
+        describe: D,
+    ) -> Result<(FileMeta, T), Refusal<I::Refused>>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Send + Unpin + 'static,
+        E: std::fmt::Display + 'static,
+        I: Inspect,
+        T: Send + 'static,
+        D: FnOnce(I::Passed) -> (Option<String>, T) + Send + 'static,
+    {
+        let (body, describe, outcome) = inspected(body, inspector, describe);
+        let stored = self
+            .send_described(Body::from_stream(body), Some(describe))
+            .await;
+        outcome.of(stored)
+    }
+
     /// [`UploadSession::send`], keeping what `describe` makes once the body
-    /// has ended (what S3 keeps of an object) in the file's row, in the same
-    /// transaction as the file.
-    pub async fn send_described(
+    /// has ended in the file's row, in the same transaction as the file.
+    async fn send_described(
         self,
         body: Body,
         describe: Option<Describe>,
@@ -223,4 +254,225 @@ fn quota_exceeded(room: u64) -> ServiceError {
     ServiceError::QuotaExceeded(format!(
         "the upload is larger than the {room} bytes left of your quota"
     ))
+}
+
+/// What a protocol makes of a body as it streams to its instance (S3: its
+/// MD5 and the checksum its request declared). It sees every chunk; when
+/// the body ends it passes it, saying what it was, or refuses it: then the
+/// body fails instead of ending, so nothing is stored.
+pub trait Inspect: Send + Unpin + 'static {
+    /// What a body that passed was.
+    type Passed: Send + 'static;
+    /// Why a body was refused, in the protocol's terms.
+    type Refused: Send + 'static;
+
+    /// A chunk on its way to the instance.
+    fn chunk(&mut self, bytes: &[u8]);
+
+    /// The body's own stream failed with `error`: the refusal it means to
+    /// the protocol, if it means one (S3: a chunk's signature).
+    fn failed(&mut self, error: &str) -> Option<Self::Refused>;
+
+    /// The body ended: what it was, or why it is refused.
+    fn ended(&mut self) -> Result<Self::Passed, Self::Refused>;
+}
+
+/// A body nothing inspects: it always passes.
+impl Inspect for () {
+    type Passed = ();
+    type Refused = std::convert::Infallible;
+
+    fn chunk(&mut self, _: &[u8]) {}
+
+    fn failed(&mut self, _: &str) -> Option<Self::Refused> {
+        None
+    }
+
+    fn ended(&mut self) -> Result<(), Self::Refused> {
+        Ok(())
+    }
+}
+
+/// Why an inspected body was not stored.
+#[derive(Debug)]
+pub enum Refusal<R> {
+    /// Its inspector refused it.
+    Refused(R),
+    /// The store failed.
+    Failed(ServiceError),
+}
+
+impl Refusal<std::convert::Infallible> {
+    /// The store's error: nothing refuses a body that cannot be refused.
+    pub fn failure(self) -> ServiceError {
+        match self {
+            Self::Failed(error) => error,
+            Self::Refused(never) => match never {},
+        }
+    }
+}
+
+impl<R> From<ServiceError> for Refusal<R> {
+    fn from(error: ServiceError) -> Self {
+        Self::Failed(error)
+    }
+}
+
+/// `body` through `inspector`, and where what it said of the body is found
+/// once the body has ended (or failed).
+pub(super) fn inspect<S, I: Inspect>(body: S, inspector: I) -> (Inspected<S, I>, Verdict<I>) {
+    let verdict = Verdict(Arc::new(Mutex::new(None)));
+    let body = Inspected {
+        body,
+        inspector: Some(inspector),
+        verdict: verdict.clone(),
+    };
+    (body, verdict)
+}
+
+/// `body` through `inspector`; the [`Describe`] the instance runs once it
+/// has ended (`describe` on what it was); and where the outcome is found
+/// when the store returns. The instance takes the body and its `Describe`
+/// apart and runs the latter without arguments, so the two meet in a
+/// [`Verdict`], here and nowhere else.
+fn inspected<S, I, T, D>(
+    body: S,
+    inspector: I,
+    describe: D,
+) -> (Inspected<S, I>, Describe, Outcome<I, T>)
+where
+    I: Inspect,
+    T: Send + 'static,
+    D: FnOnce(I::Passed) -> (Option<String>, T) + Send + 'static,
+{
+    let (body, verdict) = inspect(body, inspector);
+    let outcome = Outcome {
+        verdict: verdict.clone(),
+        kept: Arc::new(Mutex::new(None)),
+    };
+    let kept = outcome.kept.clone();
+    let describe = Describe(Box::new(move || {
+        let passed = match verdict.take() {
+            Some(Ok(passed)) => passed,
+            other => {
+                verdict.set(other);
+                return None;
+            }
+        };
+        let (row, value) = describe(passed);
+        *lock(&kept) = Some(value);
+        row
+    }));
+    (body, describe, outcome)
+}
+
+fn lock<T>(slot: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    slot.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What an [`Inspect`]or said of its body: nothing until it ended (or its
+/// stream failed with a refusal).
+pub(super) struct Verdict<I: Inspect>(Arc<Mutex<Option<Said<I>>>>);
+
+/// What an inspector says of a body at its end.
+type Said<I> = Result<<I as Inspect>::Passed, <I as Inspect>::Refused>;
+
+impl<I: Inspect> Clone for Verdict<I> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<I: Inspect> Verdict<I> {
+    /// What the inspector said, taken.
+    pub(super) fn take(&self) -> Option<Said<I>> {
+        lock(&self.0).take()
+    }
+
+    fn set(&self, said: Option<Said<I>>) {
+        *lock(&self.0) = said;
+    }
+}
+
+/// An inspected store's [`Verdict`] (until its `Describe` takes what the
+/// body passed as), and what that `Describe` handed back.
+struct Outcome<I: Inspect, T> {
+    verdict: Verdict<I>,
+    kept: Arc<Mutex<Option<T>>>,
+}
+
+impl<I: Inspect, T> Outcome<I, T> {
+    /// The result of a store that returned `stored`: a refusal first.
+    fn of(
+        self,
+        stored: Result<FileMeta, ServiceError>,
+    ) -> Result<(FileMeta, T), Refusal<I::Refused>> {
+        if let Some(Err(refused)) = self.verdict.take() {
+            return Err(Refusal::Refused(refused));
+        }
+        let meta = stored?;
+        match lock(&self.kept).take() {
+            Some(value) => Ok((meta, value)),
+            None => Err(Refusal::Failed(ServiceError::Internal(
+                "the body was not read to its end".into(),
+            ))),
+        }
+    }
+}
+
+/// A body on its way through its [`Inspect`]or, which says at its end
+/// whether it passes.
+pub(super) struct Inspected<S, I: Inspect> {
+    body: S,
+    /// Until the body ends.
+    inspector: Option<I>,
+    verdict: Verdict<I>,
+}
+
+impl<S, E, I> Stream for Inspected<S, I>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+    I: Inspect,
+{
+    type Item = Result<Bytes, std::io::Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.body).poll_next(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Ok(bytes))) => {
+                if let Some(inspector) = &mut this.inspector {
+                    inspector.chunk(&bytes);
+                }
+                Poll::Ready(Some(Ok(bytes)))
+            }
+            Poll::Ready(Some(Err(error))) => {
+                let text = error.to_string();
+                if let Some(refused) = this
+                    .inspector
+                    .as_mut()
+                    .and_then(|inspector| inspector.failed(&text))
+                {
+                    this.verdict.set(Some(Err(refused)));
+                }
+                Poll::Ready(Some(Err(std::io::Error::other(text))))
+            }
+            Poll::Ready(None) => {
+                let Some(mut inspector) = this.inspector.take() else {
+                    return Poll::Ready(None);
+                };
+                let verdict = inspector.ended();
+                let failed = verdict.is_err();
+                this.verdict.set(Some(verdict));
+                if failed {
+                    Poll::Ready(Some(Err(std::io::Error::other(
+                        "the body does not match its checksum",
+                    ))))
+                } else {
+                    Poll::Ready(None)
+                }
+            }
+        }
+    }
 }

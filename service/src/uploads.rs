@@ -24,9 +24,8 @@ use volume::{FileMeta, FilePath, now_ms};
 
 use crate::ServiceError;
 use auth::Caller;
-use storage_host::runtime::Describe;
 
-use super::{FileService, LockTokens, StoreOptions};
+use super::{FileService, Inspect, LockTokens, Refusal, StoreOptions};
 
 /// A checksum the client sent for a request's bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -364,8 +363,11 @@ impl FileService {
             parts.push(last.clone());
         }
         let stored = self
-            .store_parts(caller, &path, options, &upload.id, parts, |_| {}, None)
-            .await;
+            .store_parts(caller, &path, options, &upload.id, parts, (), |()| {
+                (None, ())
+            })
+            .await
+            .map(|(meta, ())| meta);
         let finished = match &stored {
             Ok(_) => true,
             Err(error) => is_final(error),
@@ -385,36 +387,37 @@ impl FileService {
 
 impl FileService {
     /// Store upload `id`'s `parts`, one after the other, at `path` through
-    /// an instance as one upload, `inspect` seeing every byte on its way
-    /// and `describe` making what S3 keeps of it. A part that cannot be
-    /// read back is the server's fault ([`PartsFault`]).
+    /// an instance as one upload, `inspector` seeing every byte on its way
+    /// and `describe` making of what it saw what the file's row keeps, and
+    /// what it hands back here. A part that cannot be read back is the
+    /// server's fault ([`PartsFault`]).
     #[allow(clippy::too_many_arguments)]
-    pub(super) async fn store_parts<P: StoredPart>(
+    pub(super) async fn store_parts<P, I, T, D>(
         &self,
         caller: &Caller,
         path: &FilePath,
         options: StoreOptions,
         id: &str,
         parts: Vec<P>,
-        mut inspect: impl FnMut(&[u8]) + Send + 'static,
-        describe: Option<Describe>,
-    ) -> Result<FileMeta, ServiceError> {
+        inspector: I,
+        describe: D,
+    ) -> Result<(FileMeta, T), ServiceError>
+    where
+        P: StoredPart,
+        I: Inspect<Refused = std::convert::Infallible>,
+        T: Send + 'static,
+        D: FnOnce(I::Passed) -> (Option<String>, T) + Send + 'static,
+    {
         let (bytes, fault) = self.parts_bytes(id, parts);
-        let bytes = bytes.inspect(move |chunk| {
-            if let Ok(chunk) = chunk {
-                inspect(chunk);
-            }
-        });
         fault.blame(
             match self
                 .upload_completing(caller, path, options, &LockTokens::default(), Some(id))
                 .await
             {
-                Ok(session) => {
-                    session
-                        .send_described(Body::from_stream(bytes), describe)
-                        .await
-                }
+                Ok(session) => session
+                    .send_inspected(Box::pin(bytes), inspector, describe)
+                    .await
+                    .map_err(Refusal::failure),
                 Err(error) => Err(error),
             },
         )

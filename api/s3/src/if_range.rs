@@ -6,7 +6,7 @@
 //! object replaced in between is sent whole, never as a tail of the new
 //! content under the old validator.
 
-use crate::runtime::IfRange;
+use storage_host::runtime::IfRange;
 
 /// The validator to hand the instance for `asked`, the client's `If-Range`,
 /// given the object as looked up (the `etag` S3 sends for it and its

@@ -5,30 +5,30 @@
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use s3s::{S3Error, S3ErrorCode};
 
-use crate::error::AppError;
+use file_service::ServiceError;
 
 /// What an object operation answers for `error`.
-pub(super) fn object_error(error: AppError) -> S3Error {
+pub(super) fn object_error(error: ServiceError) -> S3Error {
     s3_error_of(error, S3ErrorCode::NoSuchKey)
 }
 
 /// `error` in S3's dialect; `not_found` is the code for a missing file.
-pub(super) fn s3_error_of(error: AppError, not_found: S3ErrorCode) -> S3Error {
+pub(super) fn s3_error_of(error: ServiceError, not_found: S3ErrorCode) -> S3Error {
     let message = error.to_string();
     let (code, status) = match &error {
-        AppError::NotFound(_) => (not_found, None),
-        AppError::BadPath(_) => (S3ErrorCode::InvalidArgument, None),
-        AppError::BadRequest(_) => (S3ErrorCode::InvalidRequest, None),
-        AppError::AlreadyExists(_) | AppError::PreconditionFailed(_) => {
+        ServiceError::NotFound(_) => (not_found, None),
+        ServiceError::BadPath(_) => (S3ErrorCode::InvalidArgument, None),
+        ServiceError::BadRequest(_) => (S3ErrorCode::InvalidRequest, None),
+        ServiceError::AlreadyExists(_) | ServiceError::PreconditionFailed(_) => {
             (S3ErrorCode::PreconditionFailed, None)
         }
-        AppError::BodyTooLarge { .. }
-        | AppError::InstanceMemory { .. }
-        | AppError::OverBudget(_) => (S3ErrorCode::EntityTooLarge, None),
-        AppError::RangeNotSatisfiable { .. } => (S3ErrorCode::InvalidRange, None),
+        ServiceError::BodyTooLarge { .. }
+        | ServiceError::InstanceMemory { .. }
+        | ServiceError::OverBudget(_) => (S3ErrorCode::EntityTooLarge, None),
+        ServiceError::RangeNotSatisfiable { .. } => (S3ErrorCode::InvalidRange, None),
         // The memory budget (or every instance) is taken now: clients back
         // off and retry a SlowDown.
-        AppError::Unavailable(_) => {
+        ServiceError::Unavailable(_) => {
             let mut error = S3Error::with_message(S3ErrorCode::SlowDown, message);
             let mut headers = HeaderMap::new();
             headers.insert("retry-after", HeaderValue::from_static("1"));
@@ -41,18 +41,18 @@ pub(super) fn s3_error_of(error: AppError, not_found: S3ErrorCode) -> S3Error {
             return error;
         }
         // No retry makes room: a 4xx, so clients stop and say why.
-        AppError::QuotaExceeded(_) => (
+        ServiceError::QuotaExceeded(_) => (
             S3ErrorCode::Custom("QuotaExceeded".into()),
             Some(StatusCode::FORBIDDEN),
         ),
-        AppError::NoSpace => (
+        ServiceError::NoSpace => (
             S3ErrorCode::Custom("InsufficientStorage".into()),
             Some(StatusCode::INSUFFICIENT_STORAGE),
         ),
-        AppError::Forbidden(_) => (S3ErrorCode::AccessDenied, None),
-        AppError::RequestTimeout(_) => (S3ErrorCode::RequestTimeout, None),
-        AppError::Locked(_) => (S3ErrorCode::OperationAborted, None),
-        AppError::Integrity(_) | AppError::Internal(_) => {
+        ServiceError::Forbidden(_) => (S3ErrorCode::AccessDenied, None),
+        ServiceError::RequestTimeout(_) => (S3ErrorCode::RequestTimeout, None),
+        ServiceError::Locked(_) => (S3ErrorCode::OperationAborted, None),
+        ServiceError::Integrity(_) | ServiceError::Internal(_) => {
             // The detail (the client sees a generic message).
             tracing::error!(?error, "an S3 request failed");
             (S3ErrorCode::InternalError, None)

@@ -9,27 +9,48 @@
 //! chunks and trailers) and writes S3's XML; this module answers each
 //! operation from the file service.
 //!
-//! - `keys`: access keys, their sealed secrets, and who a request acts for.
+//! One file per family of operations, as a newcomer looks for them:
+//!
 //! - `buckets`: listing, creating, checking and deleting buckets.
-//! - `objects`: objects put, read, copied and deleted.
-//! - `listing`: `ListObjects` and `ListObjectsV2` over the flat key space.
+//! - `get`: `GetObject` and `HeadObject`, through one answer builder.
+//! - `put`: `PutObject`.
+//! - `copy`: `CopyObject`, and the source an `UploadPartCopy` reads.
+//! - `delete`: `DeleteObject` and `DeleteObjects`.
+//! - `list`: `ListObjects` and `ListObjectsV2` over the flat key space.
 //! - `multipart`: multipart uploads as upload sessions of the service.
+//!
+//! and what they share:
+//!
+//! - `answers`: request ids and the fixes every answer goes through.
+//! - `keys`: access keys, their sealed secrets, and who a request acts for.
+//! - `lookup`: an object (or a folder marker) found by its key.
+//! - `conditions`: `If-Match` and its kin, on reads and copies.
 //! - `if_range`: `GetObject`'s `If-Range`, against the ETag S3 sends.
-//! - `info`: what S3 keeps of an object, and the checks a body passes.
+//! - `info`: what S3 keeps of an object (ETag, metadata, headers).
+//! - `checksum`: S3's checksums, and the one a request declares.
+//! - `body`: the checks a body passes on its way in.
 //! - `error`: the service's errors in S3's codes.
 //! - `guard`: what a request must carry before `s3s` sees it (every
 //!   `x-amz-*` header signed, presign limits, dates, a bounded XML body),
 //!   and the headers every answer carries.
 
+mod answers;
+mod body;
 mod buckets;
+mod checksum;
+mod conditions;
+mod copy;
+mod delete;
 mod error;
+mod get;
 mod guard;
 mod if_range;
 mod info;
 pub mod keys;
-mod listing;
+mod list;
+mod lookup;
 mod multipart;
-mod objects;
+mod put;
 
 use std::sync::Arc;
 
@@ -41,14 +62,14 @@ use s3s::service::S3ServiceBuilder;
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
 use volume::{FilePath, PathError, Prefix};
 
-use crate::auth::{Authenticator, Caller};
-use crate::service::FileService;
+use auth::{Authenticator, Caller};
+use file_service::FileService;
 
 pub use keys::MasterKey;
 
 /// The S3 API's HTTP interface, for `server::serve`; `domain` also
 /// accepts virtual-hosted-style requests (`BUCKET.DOMAIN`).
-pub(crate) fn router(
+pub fn router(
     files: FileService,
     auth: Arc<Authenticator>,
     master: MasterKey,
@@ -87,9 +108,9 @@ pub(crate) fn router(
             domain.map(Arc::<str>::from),
             guard::guard,
         ))
-        .layer(axum::middleware::from_fn(one_xml_declaration))
-        .layer(axum::middleware::from_fn(request_ids))
-        .layer(crate::trace_layer()))
+        .layer(axum::middleware::from_fn(answers::one_xml_declaration))
+        .layer(axum::middleware::from_fn(answers::request_ids))
+        .layer(api_common::trace_layer()))
 }
 
 /// Virtual-hosted-style addressing under one domain, whatever port the
@@ -119,147 +140,6 @@ impl s3s::host::S3Host for Portless {
         } else {
             Ok(s3s::host::VirtualHost::new(host))
         }
-    }
-}
-
-/// Keep a `CompleteMultipartUpload` answer one XML document when its
-/// completion fails. `s3s` 0.14 answers `200` with an XML declaration,
-/// whitespace while the parts stream by, then the result; an error result
-/// comes with a second declaration, which no XML parser accepts (botocore
-/// then reports a bare `(500)` and loses the error's code). Fixed upstream
-/// in `s3s` 0.15, which needs a newer Rust than this project's 1.95.
-async fn one_xml_declaration(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use futures_util::StreamExt as _;
-    let completion = request.method() == axum::http::Method::POST
-        && request
-            .uri()
-            .query()
-            .is_some_and(|query| query.split('&').any(|pair| pair.starts_with("uploadId=")));
-    let response = next.run(request).await;
-    if !completion || response.status() != StatusCode::OK {
-        return response;
-    }
-    let (parts, body) = response.into_parts();
-    let mut first = true;
-    let body = body.into_data_stream().map(move |chunk| {
-        chunk.map(|chunk| match std::mem::take(&mut first) {
-            true => chunk,
-            false => after_declaration(chunk),
-        })
-    });
-    axum::response::Response::from_parts(parts, axum::body::Body::from_stream(body))
-}
-
-/// `chunk` without the XML declaration it starts with, if it does.
-fn after_declaration(chunk: bytes::Bytes) -> bytes::Bytes {
-    const OPEN: &[u8] = b"<?xml";
-    if !chunk.starts_with(OPEN) {
-        return chunk;
-    }
-    match chunk.windows(2).position(|pair| pair == b"?>") {
-        Some(end) => chunk.slice(end + 2..),
-        None => chunk,
-    }
-}
-
-/// Largest error body given its request id.
-const MAX_ERROR_BODY: usize = 64 << 10;
-
-/// Give every answer S3's request ids (`x-amz-request-id`, `x-amz-id-2`),
-/// and every error document its `RequestId` and `HostId`, as S3 does:
-/// what a user quotes when something went wrong.
-async fn request_ids(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use axum::http::HeaderValue;
-    let id = format!("{:016X}", rand::random::<u64>());
-    let host = format!("{:032x}", rand::random::<u128>());
-    let head = request.method() == axum::http::Method::HEAD;
-    tracing::debug!(request_id = %id, method = %request.method(), uri = %request.uri(), "S3 request");
-    let mut response = next.run(request).await;
-    // s3s answers a ranged HEAD with 200; S3 with 206, as for a GET.
-    if head
-        && response.status() == StatusCode::OK
-        && response
-            .headers()
-            .contains_key(axum::http::header::CONTENT_RANGE)
-    {
-        *response.status_mut() = StatusCode::PARTIAL_CONTENT;
-    }
-    let status = response.status();
-    let failed = status.is_client_error() || status.is_server_error();
-    // s3s writes an error document whole, with no Content-Length yet
-    // (hyper adds it): its body knows its exact size.
-    let small = {
-        use hyper::body::Body as _;
-        response
-            .body()
-            .size_hint()
-            .exact()
-            .is_some_and(|length| length <= MAX_ERROR_BODY as u64)
-    };
-    let mut response = if failed && small {
-        let (mut parts, body) = response.into_parts();
-        let body = match axum::body::to_bytes(body, MAX_ERROR_BODY).await {
-            Ok(bytes) => {
-                let text = String::from_utf8_lossy(&bytes);
-                if text.ends_with("</Error>") && !text.contains("<RequestId>") {
-                    log_failure(&id, status, &text);
-                    let with_ids = format!(
-                        "{}<RequestId>{id}</RequestId><HostId>{host}</HostId></Error>",
-                        text.trim_end_matches("</Error>")
-                    );
-                    parts.headers.insert(
-                        axum::http::header::CONTENT_LENGTH,
-                        HeaderValue::from(with_ids.len()),
-                    );
-                    axum::body::Body::from(with_ids)
-                } else {
-                    axum::body::Body::from(bytes)
-                }
-            }
-            Err(_) => axum::body::Body::empty(),
-        };
-        axum::response::Response::from_parts(parts, body)
-    } else {
-        response
-    };
-    let headers = response.headers_mut();
-    if let Ok(value) = HeaderValue::from_str(&id) {
-        headers.insert("x-amz-request-id", value);
-    }
-    if let Ok(value) = HeaderValue::from_str(&host) {
-        headers.insert("x-amz-id-2", value);
-    }
-    response
-}
-
-/// Log an S3 failure answered with the error document `text`: a bounded
-/// summary (its code and the start of its message), at DEBUG for what the
-/// client got wrong or asked of a feature that is not there (4xx, 501) or
-/// of a busy server (503); the server's own faults are logged where they
-/// happen, with their detail (`error::s3_error_of`).
-fn log_failure(id: &str, status: StatusCode, text: &str) {
-    let element = |name: &str| {
-        let open = format!("<{name}>");
-        let start = text.find(&open)? + open.len();
-        let end = text[start..].find("</")? + start;
-        Some(&text[start..end])
-    };
-    let code = element("Code").unwrap_or_default();
-    let message: String = element("Message")
-        .unwrap_or_default()
-        .chars()
-        .take(200)
-        .collect();
-    if status == StatusCode::INTERNAL_SERVER_ERROR {
-        tracing::warn!(request_id = %id, %status, code, message, "an S3 request failed");
-    } else {
-        tracing::debug!(request_id = %id, %status, code, message, "an S3 request failed");
     }
 }
 

@@ -25,7 +25,7 @@ use s3s::{S3Result, s3_error};
 use volume::accounts::{Accounts, S3Key, User};
 use volume::{Owner, now_ms};
 
-use crate::auth::{Authenticator, Caller, Via, addressed_to_loopback};
+use auth::{Authenticator, Caller, Via, addressed_to_loopback};
 
 /// How long a key looked up is trusted before it is read again: a revoked
 /// key stops working within this.

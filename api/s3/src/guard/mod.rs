@@ -56,7 +56,7 @@ pub(super) async fn guard(
             Err(refusal) => refusal.into_response(),
         },
     };
-    crate::common::answer::keep_inert(response.headers_mut());
+    api_common::answer::keep_inert(response.headers_mut());
     response
 }
 

@@ -9,7 +9,7 @@ use s3s::{S3Request, S3Response, S3Result, s3_error};
 use volume::webdav::Node;
 use volume::{Entry, FilePath, Owner, Prefix};
 
-use crate::service::LockTokens;
+use file_service::LockTokens;
 
 use super::error::s3_error_of;
 use super::{S3Api, bucket_prefix, caller, timestamp};

@@ -1,0 +1,130 @@
+//! `PutObject`: a body stored as the file of its key, checked against
+//! `Content-MD5` and any checksum on its way, its MD5 kept as the ETag.
+
+use std::collections::BTreeMap;
+
+use s3s::dto::{ETag, ETagCondition, PutObjectInput, PutObjectOutput};
+use s3s::{S3Error, S3Request, S3Response, S3Result, s3_error};
+use volume::Prefix;
+
+use file_service::ServiceError;
+use file_service::{LockTokens, Refusal, StoreOptions};
+
+use super::body::{BodyChecks, Received};
+use super::checksum::{Algorithm, ChecksumFields, sent_checksums};
+use super::conditions::{matches, precondition_failed};
+use super::error::object_error;
+use super::info::{DEFAULT_CONTENT_TYPE, ObjectInfo, check_metadata_size};
+use super::lookup::EMPTY_MD5;
+use super::{S3Api, caller, object_path};
+
+impl S3Api {
+    /// `PutObject`: the body stored as the file of its key, checked on its
+    /// way; a key ending in `/` makes a folder.
+    pub(super) async fn put_object_(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        let caller = caller(&req)?;
+        let owner = caller.owner();
+        let checks = BodyChecks::of(
+            sent_checksums!(req.input),
+            req.input.checksum_algorithm.as_ref(),
+            &req.headers,
+            req.trailing_headers.clone(),
+        )?;
+        let input = req.input;
+        self.require_bucket(owner, &input.bucket).await?;
+        // A key ending in `/` names a folder (what consoles make as one).
+        if input.key.ends_with('/') {
+            if input.content_length.unwrap_or(0) > 0 {
+                return Err(s3_error!(
+                    InvalidArgument,
+                    "An object whose key ends in '/' is a folder here, and holds no bytes."
+                ));
+            }
+            let prefix = Prefix::parse(&format!("{}/{}", input.bucket, input.key))
+                .map_err(|error| s3_error!(InvalidArgument, "{error}"))?;
+            self.files
+                .make_folder(owner, &prefix, &LockTokens::default())
+                .await
+                .map_err(object_error)?;
+            return Ok(S3Response::new(PutObjectOutput {
+                e_tag: Some(ETag::Strong(EMPTY_MD5.to_owned())),
+                ..PutObjectOutput::default()
+            }));
+        }
+        let path = object_path(&input.bucket, &input.key)?;
+        if let Some(ETagCondition::ETag(_)) = &input.if_none_match {
+            return Err(s3_error!(
+                NotImplemented,
+                "If-None-Match on a write takes only '*'."
+            ));
+        }
+        if let Some(condition) = &input.if_match {
+            let found = self.find_object(owner, &input.bucket, &path).await?;
+            if !matches(condition, &found.etag) {
+                return Err(precondition_failed());
+            }
+        }
+        let (body, check) = checks.check(input.body, input.content_md5.as_deref())?;
+        let options = StoreOptions {
+            declared: input
+                .content_length
+                .and_then(|length| u64::try_from(length).ok()),
+            // S3's default, not a sniffed type: what S3 clients expect back.
+            content_type: Some(input.content_type.map_or_else(
+                || DEFAULT_CONTENT_TYPE.to_owned(),
+                |content_type| content_type.to_string(),
+            )),
+            create_only: matches!(input.if_none_match, Some(ETagCondition::Any)),
+        };
+        let meta: BTreeMap<String, String> =
+            input.metadata.unwrap_or_default().into_iter().collect();
+        check_metadata_size(&meta)?;
+        let headers = ObjectInfo::stored_headers(
+            input.cache_control.as_ref(),
+            input.content_disposition.as_ref(),
+            input.content_encoding.as_ref(),
+            input.content_language.as_ref(),
+            input.expires.as_ref(),
+        );
+        // What S3 keeps goes into the file's row as it is stored, once the
+        // body has passed its checks, and comes back for the answer.
+        let describe = move |received: Received| {
+            let info = ObjectInfo::put(&received, meta, headers);
+            (Some(info.to_json()), info)
+        };
+        let stored = match self
+            .files
+            .upload(&caller, &path, options, &LockTokens::default())
+            .await
+        {
+            Ok(session) => session.send_inspected(body, check, describe).await,
+            Err(error) => Err(Refusal::Failed(error)),
+        };
+        let (_, info) = stored.map_err(|refusal| match refusal {
+            Refusal::Refused(refused) => refused,
+            Refusal::Failed(error) => put_error(error),
+        })?;
+        let fields = ChecksumFields::of(info.checksum.as_ref());
+        Ok(S3Response::new(PutObjectOutput {
+            e_tag: Some(ETag::Strong(info.etag)),
+            checksum_crc32: fields.crc32,
+            checksum_crc32c: fields.crc32c,
+            checksum_crc64nvme: fields.crc64nvme,
+            checksum_sha1: fields.sha1,
+            checksum_sha256: fields.sha256,
+            checksum_type: fields.kind,
+            ..PutObjectOutput::default()
+        }))
+    }
+}
+
+/// A failed put in S3's dialect.
+fn put_error(error: ServiceError) -> S3Error {
+    match error {
+        ServiceError::AlreadyExists(_) => precondition_failed(),
+        error => object_error(error),
+    }
+}
