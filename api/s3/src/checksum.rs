@@ -156,6 +156,30 @@ macro_rules! sent_checksums {
 }
 pub(super) use sent_checksums;
 
+/// `output` (an `s3s` answer, or a part of one) with its `checksum_*`
+/// fields set from a [`ChecksumFields`]; `without type` for the answers
+/// that have no `checksum_type` (a part's).
+macro_rules! with_checksums {
+    ($output:expr, $fields:expr) => {{
+        let fields: ChecksumFields = $fields;
+        let kind = fields.kind.clone();
+        let mut output = with_checksums!($output, fields, without type);
+        output.checksum_type = kind;
+        output
+    }};
+    ($output:expr, $fields:expr, without type) => {{
+        let fields: ChecksumFields = $fields;
+        let mut output = $output;
+        output.checksum_crc32 = fields.crc32;
+        output.checksum_crc32c = fields.crc32c;
+        output.checksum_crc64nvme = fields.crc64nvme;
+        output.checksum_sha1 = fields.sha1;
+        output.checksum_sha256 = fields.sha256;
+        output
+    }};
+}
+pub(super) use with_checksums;
+
 /// The checksum a request declares for its body: the algorithm, and the
 /// value if it came as a header (else it comes as a trailer, or not at
 /// all: then it is computed and kept).

@@ -12,7 +12,7 @@ use volume::{FilePath, Owner};
 use file_service::{LockTokens, ReadBody, Want};
 use storage_host::runtime::ByteRange;
 
-use super::checksum::ChecksumFields;
+use super::checksum::{ChecksumFields, with_checksums};
 use super::conditions::copy_source_conditions;
 use super::error::object_error;
 use super::info::{ObjectInfo, check_metadata_size};
@@ -91,16 +91,14 @@ impl S3Api {
         }
         let fields = ChecksumFields::of(info.checksum.as_ref());
         Ok(S3Response::new(CopyObjectOutput {
-            copy_object_result: Some(CopyObjectResult {
-                e_tag: Some(ETag::Strong(info.etag)),
-                last_modified: Some(timestamp(copied.modified_ms)),
-                checksum_crc32: fields.crc32,
-                checksum_crc32c: fields.crc32c,
-                checksum_crc64nvme: fields.crc64nvme,
-                checksum_sha1: fields.sha1,
-                checksum_sha256: fields.sha256,
-                checksum_type: fields.kind,
-            }),
+            copy_object_result: Some(with_checksums!(
+                CopyObjectResult {
+                    e_tag: Some(ETag::Strong(info.etag)),
+                    last_modified: Some(timestamp(copied.modified_ms)),
+                    ..CopyObjectResult::default()
+                },
+                fields
+            )),
             ..CopyObjectOutput::default()
         }))
     }

@@ -15,12 +15,40 @@ use api_common::headers::parse_if_range;
 use file_service::{ReadBody, Want};
 use storage_host::runtime::ByteRange;
 
-use super::checksum::ChecksumFields;
+use super::checksum::{ChecksumFields, with_checksums};
 use super::conditions::Conditions;
 use super::error::object_error;
 use super::info::{ObjectInfo, etag_of};
 use super::lookup::{EMPTY_MD5, Found};
 use super::{S3Api, caller, object_path, timestamp};
+
+/// `GetObjectOutput` or `HeadObjectOutput` (the same fields, two types)
+/// from an [`Answer`], with the fields only one of them has.
+macro_rules! object_answer {
+    ($output:ident { $($field:ident: $value:expr),* } from $answer:expr) => {{
+        let answer: Answer = $answer;
+        with_checksums!(
+            $output {
+                $($field: $value,)*
+                content_length: Some(answer.content_length),
+                content_range: answer.content_range,
+                accept_ranges: answer.accept_ranges,
+                e_tag: Some(ETag::Strong(answer.etag)),
+                last_modified: answer.last_modified,
+                content_type: answer.content_type,
+                metadata: answer.metadata,
+                cache_control: answer.cache_control,
+                content_disposition: answer.content_disposition,
+                content_encoding: answer.content_encoding,
+                content_language: answer.content_language,
+                expires: answer.expires,
+                parts_count: answer.parts_count,
+                ..$output::default()
+            },
+            answer.checksums
+        )
+    }};
+}
 
 /// What a key names, once looked up and past the read's conditions.
 enum Looked {
@@ -345,57 +373,12 @@ impl Answer {
 
     /// The answer to a GET, with `body`.
     fn get(self, body: StreamingBlob) -> GetObjectOutput {
-        let fields = self.checksums;
-        GetObjectOutput {
-            body: Some(body),
-            content_length: Some(self.content_length),
-            content_range: self.content_range,
-            accept_ranges: self.accept_ranges,
-            e_tag: Some(ETag::Strong(self.etag)),
-            last_modified: self.last_modified,
-            content_type: self.content_type,
-            metadata: self.metadata,
-            cache_control: self.cache_control,
-            content_disposition: self.content_disposition,
-            content_encoding: self.content_encoding,
-            content_language: self.content_language,
-            expires: self.expires,
-            parts_count: self.parts_count,
-            checksum_crc32: fields.crc32,
-            checksum_crc32c: fields.crc32c,
-            checksum_crc64nvme: fields.crc64nvme,
-            checksum_sha1: fields.sha1,
-            checksum_sha256: fields.sha256,
-            checksum_type: fields.kind,
-            ..GetObjectOutput::default()
-        }
+        object_answer!(GetObjectOutput { body: Some(body) } from self)
     }
 
     /// The answer to a HEAD.
     fn head(self) -> HeadObjectOutput {
-        let fields = self.checksums;
-        HeadObjectOutput {
-            content_length: Some(self.content_length),
-            content_range: self.content_range,
-            accept_ranges: self.accept_ranges,
-            e_tag: Some(ETag::Strong(self.etag)),
-            last_modified: self.last_modified,
-            content_type: self.content_type,
-            metadata: self.metadata,
-            cache_control: self.cache_control,
-            content_disposition: self.content_disposition,
-            content_encoding: self.content_encoding,
-            content_language: self.content_language,
-            expires: self.expires,
-            parts_count: self.parts_count,
-            checksum_crc32: fields.crc32,
-            checksum_crc32c: fields.crc32c,
-            checksum_crc64nvme: fields.crc64nvme,
-            checksum_sha1: fields.sha1,
-            checksum_sha256: fields.sha256,
-            checksum_type: fields.kind,
-            ..HeadObjectOutput::default()
-        }
+        object_answer!(HeadObjectOutput {} from self)
     }
 }
 

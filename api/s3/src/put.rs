@@ -11,7 +11,7 @@ use file_service::ServiceError;
 use file_service::{LockTokens, Refusal, StoreOptions};
 
 use super::body::{BodyChecks, Received};
-use super::checksum::{Algorithm, ChecksumFields, sent_checksums};
+use super::checksum::{Algorithm, ChecksumFields, sent_checksums, with_checksums};
 use super::conditions::{matches, precondition_failed};
 use super::error::object_error;
 use super::info::{DEFAULT_CONTENT_TYPE, ObjectInfo, check_metadata_size};
@@ -108,16 +108,13 @@ impl S3Api {
             Refusal::Failed(error) => put_error(error),
         })?;
         let fields = ChecksumFields::of(info.checksum.as_ref());
-        Ok(S3Response::new(PutObjectOutput {
-            e_tag: Some(ETag::Strong(info.etag)),
-            checksum_crc32: fields.crc32,
-            checksum_crc32c: fields.crc32c,
-            checksum_crc64nvme: fields.crc64nvme,
-            checksum_sha1: fields.sha1,
-            checksum_sha256: fields.sha256,
-            checksum_type: fields.kind,
-            ..PutObjectOutput::default()
-        }))
+        Ok(S3Response::new(with_checksums!(
+            PutObjectOutput {
+                e_tag: Some(ETag::Strong(info.etag)),
+                ..PutObjectOutput::default()
+            },
+            fields
+        )))
     }
 }
 

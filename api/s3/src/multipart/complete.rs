@@ -11,7 +11,9 @@ use s3s::dto::{
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 use volume::uploads::{MultipartPart, Upload};
 
-use crate::checksum::{Algorithm, ChecksumFields, StoredChecksum, Streaming, sent_checksums};
+use crate::checksum::{
+    Algorithm, ChecksumFields, StoredChecksum, Streaming, sent_checksums, with_checksums,
+};
 use crate::error::object_error;
 use crate::info::ObjectInfo;
 use crate::{S3Api, caller};
@@ -137,19 +139,16 @@ impl S3Api {
             .await
             .map_err(object_error)?;
         let fields = ChecksumFields::of(info.checksum.as_ref());
-        Ok(CompleteMultipartUploadOutput {
-            bucket: Some(bucket.clone()),
-            key: Some(key.clone()),
-            location: Some(format!("/{bucket}/{key}")),
-            e_tag: Some(ETag::Strong(etag)),
-            checksum_crc32: fields.crc32,
-            checksum_crc32c: fields.crc32c,
-            checksum_crc64nvme: fields.crc64nvme,
-            checksum_sha1: fields.sha1,
-            checksum_sha256: fields.sha256,
-            checksum_type: fields.kind,
-            ..CompleteMultipartUploadOutput::default()
-        })
+        Ok(with_checksums!(
+            CompleteMultipartUploadOutput {
+                bucket: Some(bucket.clone()),
+                key: Some(key.clone()),
+                location: Some(format!("/{bucket}/{key}")),
+                e_tag: Some(ETag::Strong(etag)),
+                ..CompleteMultipartUploadOutput::default()
+            },
+            fields
+        ))
     }
 
     /// `AbortMultipartUpload`: the upload and its parts forgotten.

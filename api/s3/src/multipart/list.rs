@@ -8,6 +8,7 @@ use s3s::dto::{
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 use volume::uploads::MultipartPart;
 
+use crate::checksum::{ChecksumFields, with_checksums};
 use crate::error::object_error;
 use crate::{S3Api, caller, timestamp};
 
@@ -41,17 +42,17 @@ impl S3Api {
             .iter()
             .map(|part| {
                 let fields = part_fields(part);
-                Part {
-                    part_number: i32::try_from(part.number).ok(),
-                    size: i64::try_from(part.size).ok(),
-                    e_tag: Some(ETag::Strong(part.etag.clone())),
-                    last_modified: Some(timestamp(part.created_ms)),
-                    checksum_crc32: fields.crc32,
-                    checksum_crc32c: fields.crc32c,
-                    checksum_crc64nvme: fields.crc64nvme,
-                    checksum_sha1: fields.sha1,
-                    checksum_sha256: fields.sha256,
-                }
+                with_checksums!(
+                    Part {
+                        part_number: i32::try_from(part.number).ok(),
+                        size: i64::try_from(part.size).ok(),
+                        e_tag: Some(ETag::Strong(part.etag.clone())),
+                        last_modified: Some(timestamp(part.created_ms)),
+                        ..Part::default()
+                    },
+                    fields,
+                    without type
+                )
             })
             .collect();
         Ok(S3Response::new(ListPartsOutput {

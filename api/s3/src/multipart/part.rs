@@ -9,7 +9,7 @@ use s3s::{S3Request, S3Response, S3Result};
 use volume::uploads::{MultipartPart, Upload};
 
 use crate::body::{BodyCheck, BodyChecks, Received};
-use crate::checksum::{Algorithm, sent_checksums};
+use crate::checksum::{Algorithm, ChecksumFields, sent_checksums, with_checksums};
 use crate::error::object_error;
 use crate::{S3Api, caller, timestamp};
 use auth::Caller;
@@ -41,15 +41,14 @@ impl S3Api {
             .store_part(&caller, &upload, number, body, check)
             .await?;
         let fields = part_fields(&part);
-        Ok(S3Response::new(UploadPartOutput {
-            e_tag: Some(ETag::Strong(part.etag)),
-            checksum_crc32: fields.crc32,
-            checksum_crc32c: fields.crc32c,
-            checksum_crc64nvme: fields.crc64nvme,
-            checksum_sha1: fields.sha1,
-            checksum_sha256: fields.sha256,
-            ..UploadPartOutput::default()
-        }))
+        Ok(S3Response::new(with_checksums!(
+            UploadPartOutput {
+                e_tag: Some(ETag::Strong(part.etag)),
+                ..UploadPartOutput::default()
+            },
+            fields,
+            without type
+        )))
     }
 
     /// Store `body`, checked by `check`, as part `number` of `upload`: its
