@@ -17,6 +17,7 @@ use crate::error::VolumeError;
 use crate::path::Prefix;
 use crate::types::Owner;
 
+pub(crate) mod owned;
 mod reader;
 pub(crate) mod sql;
 mod write_tx;

@@ -7,6 +7,7 @@
 
 use sqlx::AnyConnection;
 
+use crate::db::owned::{Adopt, OwnedRows};
 use crate::db::{Database, KEYS_PER_QUERY, placeholders, rewrite, sql};
 use crate::error::VolumeError;
 use crate::path::Prefix;
@@ -287,32 +288,11 @@ pub(crate) async fn rename_range(
     Ok(())
 }
 
-/// Drop every property of `owner` inside `tx` (their user is going; see
-/// `owners`); how many went.
-pub(crate) async fn delete_owner_in(
-    tx: &mut AnyConnection,
-    owner: Owner,
-) -> Result<u64, VolumeError> {
-    let removed = sql::query("DELETE FROM dav_properties WHERE owner = $1")
-        .bind(owner.id())
-        .execute(tx)
-        .await?;
-    Ok(removed.rows_affected())
-}
-
-/// Give the open tree's properties to `to` inside `tx`; where both have a
-/// property of one name on one key, `to`'s stays. How many moved.
-pub(crate) async fn adopt_in(tx: &mut AnyConnection, to: Owner) -> Result<u64, VolumeError> {
-    sql::query(
-        "DELETE FROM dav_properties WHERE owner = 0 AND path IN
-             (SELECT path FROM dav_properties WHERE owner = $1)",
-    )
-    .bind(to.id())
-    .execute(&mut *tx)
-    .await?;
-    let moved = sql::query("UPDATE dav_properties SET owner = $1 WHERE owner = 0")
-        .bind(to.id())
-        .execute(&mut *tx)
-        .await?;
-    Ok(moved.rows_affected())
-}
+/// The properties, for `owners`' cascades: a user's go with them; the
+/// open tree's go to a user who adopts it, except at a key where the user
+/// has properties too (theirs stay).
+pub(crate) const OWNED: OwnedRows = OwnedRows {
+    table: "dav_properties",
+    column: "owner",
+    adopt: Adopt::KeepingTheirs,
+};
