@@ -295,6 +295,19 @@ pub(crate) fn placeholders(count: usize) -> String {
         .join(", ")
 }
 
+/// A statement that takes what `owner` keeps at the path `from` to the
+/// path `to`: `$1` owner, `$2` `from`, `$3` `to`. Every table with paths
+/// (the tree's, properties) copies and moves one path alike; see
+/// [`rewrite`] for a folder's range.
+pub(crate) fn rekey<'q>(
+    sql: &'q str,
+    owner: Owner,
+    from: &'q str,
+    to: &'q str,
+) -> sql::Statement<'q> {
+    sql::query(sql).bind(owner.id()).bind(from).bind(to)
+}
+
 /// A statement that rewrites paths under `from` to lie under `to`: `$1`
 /// owner, `$2` the new prefix, `$3` where the rest of a path starts (in
 /// characters, as both engines' `SUBSTR` counts), `$4`..`$5` the range.

@@ -8,7 +8,7 @@
 use sqlx::AnyConnection;
 
 use crate::db::owned::{Adopt, OwnedRows};
-use crate::db::{Database, KEYS_PER_QUERY, placeholders, rewrite, sql};
+use crate::db::{Database, KEYS_PER_QUERY, placeholders, rekey, rewrite, sql};
 use crate::error::VolumeError;
 use crate::path::Prefix;
 use crate::types::Owner;
@@ -213,15 +213,15 @@ pub(crate) async fn copy(
     from: &str,
     to: &str,
 ) -> Result<(), VolumeError> {
-    sql::query(
+    rekey(
         "INSERT INTO dav_properties (owner, path, namespace, name, value)
          SELECT owner, $3, namespace, name, value FROM dav_properties
          WHERE owner = $1 AND path = $2
          ON CONFLICT (owner, path, namespace, name) DO UPDATE SET value = excluded.value",
+        owner,
+        from,
+        to,
     )
-    .bind(owner.id())
-    .bind(from)
-    .bind(to)
     .execute(tx)
     .await?;
     Ok(())
@@ -257,12 +257,8 @@ pub(crate) async fn rename(
     from: &str,
     to: &str,
 ) -> Result<(), VolumeError> {
-    sql::query("UPDATE dav_properties SET path = $3 WHERE owner = $1 AND path = $2")
-        .bind(owner.id())
-        .bind(from)
-        .bind(to)
-        .execute(tx)
-        .await?;
+    let statement = "UPDATE dav_properties SET path = $3 WHERE owner = $1 AND path = $2";
+    rekey(statement, owner, from, to).execute(tx).await?;
     Ok(())
 }
 
