@@ -182,16 +182,11 @@ impl Volume {
         owner: Owner,
         prefix: &Prefix,
     ) -> Result<bool, VolumeError> {
-        let Some(upper) = prefix.upper_bound() else {
-            return Ok(false);
-        };
-        let db = self.db();
-        db.write(async |tx: &mut WriteTx| {
-            db.lock_tree(tx, owner.id()).await?;
-            if rows::holds_anything(tx, owner, prefix, &upper).await? {
+        self.write_folder(owner, prefix, async |tx: &mut WriteTx, upper: &str| {
+            if rows::holds_anything(tx, owner, prefix, upper).await? {
                 return Ok(false);
             }
-            let (digests, _) = Tree::delete_range(tx, owner, prefix.as_str(), &upper).await?;
+            let (digests, _) = Tree::delete_range(tx, owner, prefix.as_str(), upper).await?;
             debug_assert!(digests.is_empty());
             forget_keys(tx, owner, prefix.as_str(), prefix).await?;
             Ok(true)
@@ -208,14 +203,9 @@ impl Volume {
         owner: Owner,
         prefix: &Prefix,
     ) -> Result<bool, VolumeError> {
-        let Some(upper) = prefix.upper_bound() else {
-            return Ok(false);
-        };
-        let db = self.db();
-        db.write(async |tx: &mut WriteTx| {
-            db.lock_tree(tx, owner.id()).await?;
+        self.write_folder(owner, prefix, async |tx: &mut WriteTx, upper: &str| {
             let removed = Tree::unmake_folder(tx, owner, prefix).await?;
-            if removed && !rows::holds_anything(tx, owner, prefix, &upper).await? {
+            if removed && !rows::holds_anything(tx, owner, prefix, upper).await? {
                 forget_keys(tx, owner, prefix.as_str(), prefix).await?;
             }
             Ok(removed)
@@ -288,6 +278,27 @@ impl Volume {
             .await?;
         self.release_all(&released).await;
         Ok(done)
+    }
+
+    /// Run `work` on the folder `prefix` (given the upper bound of its
+    /// range) in one write transaction under `owner`'s tree lock, which
+    /// every folder delete takes; `false` without it for the root, which
+    /// has no range and never goes.
+    async fn write_folder(
+        &self,
+        owner: Owner,
+        prefix: &Prefix,
+        work: impl AsyncFnOnce(&mut WriteTx, &str) -> Result<bool, VolumeError>,
+    ) -> Result<bool, VolumeError> {
+        let Some(upper) = prefix.upper_bound() else {
+            return Ok(false);
+        };
+        let db = self.db();
+        db.write(async |tx: &mut WriteTx| {
+            db.lock_tree(tx, owner.id()).await?;
+            work(tx, &upper).await
+        })
+        .await
     }
 
     /// Make room at `to` inside `tx`: refuse (`AlreadyExists`) if a file or
