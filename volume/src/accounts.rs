@@ -495,32 +495,16 @@ pub(crate) async fn lock_user_named(
 
 /// The tokens, for `owners`' cascades: a user's go with them (the open
 /// tree has none).
-pub(crate) const TOKENS: OwnedRows = OwnedRows {
-    table: "tokens",
-    column: "user_id",
-    adopt: Adopt::Not,
-};
+pub(crate) const TOKENS: OwnedRows = OwnedRows::new("tokens", "user_id", Adopt::Not);
 
 /// The S3 keys, for `owners`' cascades: a user's go with them; the open
 /// tree's all go to a user who adopts it.
-pub(crate) const S3_KEYS: OwnedRows = OwnedRows {
-    table: "s3_keys",
-    column: "owner",
-    adopt: Adopt::All,
-};
+pub(crate) const S3_KEYS: OwnedRows = OwnedRows::new("s3_keys", "owner", Adopt::All);
 
 /// The sessions, for `owners`' cascades: a user's go with them (the open
 /// tree has none).
-pub(crate) const SESSIONS: OwnedRows = OwnedRows {
-    table: "sessions",
-    column: "user_id",
-    adopt: Adopt::Not,
-};
+pub(crate) const SESSIONS: OwnedRows = OwnedRows::new("sessions", "user_id", Adopt::Not);
 
 /// The users, for `owners`' cascades: a user's own row goes last, after
 /// every row naming it.
-pub(crate) const USERS: OwnedRows = OwnedRows {
-    table: "users",
-    column: "id",
-    adopt: Adopt::Not,
-};
+pub(crate) const USERS: OwnedRows = OwnedRows::new("users", "id", Adopt::Not);

@@ -252,11 +252,7 @@ pub(crate) async fn forget_within(
 
 /// The locks, for `owners`' cascades: a user's go with them; the open
 /// tree's all go to a user who adopts it.
-pub(crate) const OWNED: OwnedRows = OwnedRows {
-    table: "dav_locks",
-    column: "owner",
-    adopt: Adopt::All,
-};
+pub(crate) const OWNED: OwnedRows = OwnedRows::new("dav_locks", "owner", Adopt::All);
 
 fn seconds_ms(seconds: u64) -> i64 {
     i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX)

@@ -287,8 +287,4 @@ pub(crate) async fn rename_range(
 /// The properties, for `owners`' cascades: a user's go with them; the
 /// open tree's go to a user who adopts it, except at a key where the user
 /// has properties too (theirs stay).
-pub(crate) const OWNED: OwnedRows = OwnedRows {
-    table: "dav_properties",
-    column: "owner",
-    adopt: Adopt::KeepingTheirs,
-};
+pub(crate) const OWNED: OwnedRows = OwnedRows::new("dav_properties", "owner", Adopt::KeepingTheirs);

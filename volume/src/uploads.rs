@@ -422,11 +422,7 @@ pub(crate) async fn delete_owner_numbered_parts_in(
 
 /// The uploads, for `owners`' cascades: a user's go with them, after
 /// their parts; the open tree's stay its own (they expire there).
-pub(crate) const OWNED: OwnedRows = OwnedRows {
-    table: "uploads",
-    column: "owner",
-    adopt: Adopt::Not,
-};
+pub(crate) const OWNED: OwnedRows = OwnedRows::new("uploads", "owner", Adopt::Not);
 
 /// Uploads that expired.
 pub(crate) async fn expired(db: &Database) -> Result<Vec<String>, VolumeError> {

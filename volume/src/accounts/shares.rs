@@ -82,8 +82,4 @@ pub(crate) async fn insert_in(
 
 /// The share links, for `owners`' cascades: a user's go with them; the
 /// open tree's all go to a user who adopts it.
-pub(crate) const OWNED: OwnedRows = OwnedRows {
-    table: "shares",
-    column: "owner",
-    adopt: Adopt::All,
-};
+pub(crate) const OWNED: OwnedRows = OwnedRows::new("shares", "owner", Adopt::All);

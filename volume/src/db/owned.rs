@@ -33,6 +33,16 @@ pub(crate) struct OwnedRows {
 }
 
 impl OwnedRows {
+    /// The rows of `table` whose `column` holds their owner's id, which
+    /// adopting the open tree treats as `adopt` says.
+    pub(crate) const fn new(table: &'static str, column: &'static str, adopt: Adopt) -> Self {
+        Self {
+            table,
+            column,
+            adopt,
+        }
+    }
+
     /// Delete `owner`'s rows inside `tx` (their user is going); how many
     /// went.
     pub(crate) async fn delete_in(

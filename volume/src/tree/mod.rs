@@ -499,20 +499,12 @@ impl Tree {
 /// garbage collection releases the blobs they named); the open tree's go
 /// to a user who adopts it, through [`Tree::adopt_files_in`], which first
 /// refuses a path both hold.
-pub(crate) const FILES: OwnedRows = OwnedRows {
-    table: "files",
-    column: "owner",
-    adopt: Adopt::All,
-};
+pub(crate) const FILES: OwnedRows = OwnedRows::new("files", "owner", Adopt::All);
 
 /// The folders made on purpose, for `owners`' cascades: a user's go with
 /// them; the open tree's go to a user who adopts it, a folder both have
 /// staying the user's.
-pub(crate) const FOLDERS: OwnedRows = OwnedRows {
-    table: "folders",
-    column: "owner",
-    adopt: Adopt::KeepingTheirs,
-};
+pub(crate) const FOLDERS: OwnedRows = OwnedRows::new("folders", "owner", Adopt::KeepingTheirs);
 
 /// The distinct digests named by removed rows (`RETURNING sha256`).
 pub(crate) fn digests(rows: Vec<(String,)>) -> Vec<Digest> {
