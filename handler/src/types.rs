@@ -113,6 +113,54 @@ pub enum HandlerError {
     RangeNotSatisfiable(u64),
 }
 
+/// A `FileMeta` of type `$to` (these types', either WIT generator's, the
+/// volume's) made from `$meta`, a `FileMeta` of another of them, with
+/// `$extra` fields that `$to` has beyond the WIT type's: the one list of
+/// its fields, for every conversion that copies them.
+#[macro_export]
+macro_rules! file_meta {
+    ($to:path, $meta:expr $(, $extra:ident: $value:expr)* $(,)?) => {{
+        let meta = $meta;
+        $to {
+            path: meta.path,
+            size: meta.size,
+            sha256: meta.sha256,
+            blake3: meta.blake3,
+            content_type: meta.content_type,
+            created_ms: meta.created_ms,
+            modified_ms: meta.modified_ms,
+            $($extra: $value,)*
+        }
+    }};
+}
+
+/// `From` both ways between the enums `$a` and `$b`, which have the same
+/// `$variant`s, each bare or with one value (`.into` after it: converted
+/// too): the variants listed once, for [`wit_conversions!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! same_variants {
+    ($a:ty, $b:ty, [$($variant:ident $(($value:ident $(.$into:ident)?))?),+ $(,)?]) => {
+        impl From<$a> for $b {
+            fn from(value: $a) -> Self {
+                type Other = $a;
+                match value {
+                    $(Other::$variant $(($value))? => Self::$variant $(($value $(.$into())?))?,)+
+                }
+            }
+        }
+
+        impl From<$b> for $a {
+            fn from(value: $b) -> Self {
+                type Other = $b;
+                match value {
+                    $(Other::$variant $(($value))? => Self::$variant $(($value $(.$into())?))?,)+
+                }
+            }
+        }
+    };
+}
+
 /// Converts between these types and the bindings a WIT generator made from
 /// `wit/storage.wit`, both ways. Invoke it where three modules are in
 /// scope under these names: `wit_types` (the `types` interface),
@@ -123,44 +171,27 @@ macro_rules! wit_conversions {
     () => {
         impl From<wit_types::FileMeta> for $crate::types::FileMeta {
             fn from(meta: wit_types::FileMeta) -> Self {
-                Self {
-                    path: meta.path,
-                    size: meta.size,
-                    sha256: meta.sha256,
-                    blake3: meta.blake3,
-                    content_type: meta.content_type,
-                    created_ms: meta.created_ms,
-                    modified_ms: meta.modified_ms,
-                }
+                $crate::file_meta!(Self, meta)
             }
         }
 
         impl From<$crate::types::FileMeta> for wit_types::FileMeta {
             fn from(meta: $crate::types::FileMeta) -> Self {
-                Self {
-                    path: meta.path,
-                    size: meta.size,
-                    sha256: meta.sha256,
-                    blake3: meta.blake3,
-                    content_type: meta.content_type,
-                    created_ms: meta.created_ms,
-                    modified_ms: meta.modified_ms,
-                }
+                $crate::file_meta!(Self, meta)
             }
         }
 
+        $crate::same_variants!(
+            wit_types::Entry,
+            $crate::types::Entry,
+            [File(meta.into), Folder(prefix)]
+        );
+
         impl From<wit_types::Listing> for $crate::types::Listing {
             fn from(listing: wit_types::Listing) -> Self {
-                use $crate::types::Entry;
+                let entries = listing.entries.into_iter().map(Into::into).collect();
                 Self {
-                    entries: listing
-                        .entries
-                        .into_iter()
-                        .map(|entry| match entry {
-                            wit_types::Entry::File(meta) => Entry::File(meta.into()),
-                            wit_types::Entry::Folder(prefix) => Entry::Folder(prefix),
-                        })
-                        .collect(),
+                    entries,
                     next_after: listing.next_after,
                 }
             }
@@ -168,78 +199,40 @@ macro_rules! wit_conversions {
 
         impl From<$crate::types::Listing> for wit_types::Listing {
             fn from(listing: $crate::types::Listing) -> Self {
-                use $crate::types::Entry;
+                let entries = listing.entries.into_iter().map(Into::into).collect();
                 Self {
-                    entries: listing
-                        .entries
-                        .into_iter()
-                        .map(|entry| match entry {
-                            Entry::File(meta) => wit_types::Entry::File(meta.into()),
-                            Entry::Folder(prefix) => wit_types::Entry::Folder(prefix),
-                        })
-                        .collect(),
+                    entries,
                     next_after: listing.next_after,
                 }
             }
         }
 
-        impl From<wit_types::VolumeError> for $crate::types::VolumeError {
-            fn from(error: wit_types::VolumeError) -> Self {
-                use wit_types::VolumeError as Wit;
-                match error {
-                    Wit::NotFound => Self::NotFound,
-                    Wit::AlreadyExists => Self::AlreadyExists,
-                    Wit::NoSpace => Self::NoSpace,
-                    Wit::InvalidPath(why) => Self::InvalidPath(why),
-                    Wit::Busy(why) => Self::Busy(why),
-                    Wit::QuotaExceeded(why) => Self::QuotaExceeded(why),
-                    Wit::Internal(why) => Self::Internal(why),
-                }
-            }
-        }
+        $crate::same_variants!(
+            wit_types::VolumeError,
+            $crate::types::VolumeError,
+            [
+                NotFound,
+                AlreadyExists,
+                NoSpace,
+                InvalidPath(why),
+                Busy(why),
+                QuotaExceeded(why),
+                Internal(why),
+            ]
+        );
 
-        impl From<$crate::types::VolumeError> for wit_types::VolumeError {
-            fn from(error: $crate::types::VolumeError) -> Self {
-                use $crate::types::VolumeError as Plain;
-                match error {
-                    Plain::NotFound => Self::NotFound,
-                    Plain::AlreadyExists => Self::AlreadyExists,
-                    Plain::NoSpace => Self::NoSpace,
-                    Plain::InvalidPath(why) => Self::InvalidPath(why),
-                    Plain::Busy(why) => Self::Busy(why),
-                    Plain::QuotaExceeded(why) => Self::QuotaExceeded(why),
-                    Plain::Internal(why) => Self::Internal(why),
-                }
-            }
-        }
-
-        impl From<wit_body::BodyError> for $crate::types::BodyError {
-            fn from(error: wit_body::BodyError) -> Self {
-                use wit_body::BodyError as Wit;
-                match error {
-                    Wit::TooLarge(limit) => Self::TooLarge(limit),
-                    Wit::Aborted(why) => Self::Aborted(why),
-                    Wit::TimedOut(why) => Self::TimedOut(why),
-                    Wit::NoSpace => Self::NoSpace,
-                    Wit::Internal(why) => Self::Internal(why),
-                    Wit::Corrupt(why) => Self::Corrupt(why),
-                }
-            }
-        }
-
-        impl From<$crate::types::BodyError> for wit_body::BodyError {
-            fn from(error: $crate::types::BodyError) -> Self {
-                use $crate::types::BodyError as Plain;
-                match error {
-                    Plain::TooLarge(limit) => Self::TooLarge(limit),
-                    Plain::Aborted(why) => Self::Aborted(why),
-                    Plain::TimedOut(why) => Self::TimedOut(why),
-                    Plain::NoSpace => Self::NoSpace,
-                    Plain::Internal(why) => Self::Internal(why),
-                    Plain::Corrupt(why) => Self::Corrupt(why),
-                }
-            }
-        }
+        $crate::same_variants!(
+            wit_body::BodyError,
+            $crate::types::BodyError,
+            [
+                TooLarge(limit),
+                Aborted(why),
+                TimedOut(why),
+                NoSpace,
+                Internal(why),
+                Corrupt(why),
+            ]
+        );
 
         impl From<wit_handler::StoreRequest> for $crate::types::StoreRequest {
             fn from(request: wit_handler::StoreRequest) -> Self {

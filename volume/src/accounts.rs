@@ -8,8 +8,9 @@
 //! open tree, is `owners`' (every table's step, in one list); this module
 //! gives the steps for its own tables.
 
-use sqlx::{AnyConnection, FromRow};
+use sqlx::FromRow;
 
+use crate::db::owned::{Adopt, OwnedRows};
 use crate::db::{Database, DatabaseUrl, WriteTx, sql};
 use crate::error::VolumeError;
 use crate::types::now_ms;
@@ -492,57 +493,18 @@ pub(crate) async fn lock_user_named(
     Ok(found.map(|(id,)| Owner::from_id(id)))
 }
 
-/// Drop every token of `owner`'s user inside `tx` (the user is going; see
-/// `owners`); how many went.
-pub(crate) async fn delete_owner_tokens_in(
-    tx: &mut AnyConnection,
-    owner: Owner,
-) -> Result<u64, VolumeError> {
-    run_for(tx, "DELETE FROM tokens WHERE user_id = $1", owner).await
-}
+/// The tokens, for `owners`' cascades: a user's go with them (the open
+/// tree has none).
+pub(crate) const TOKENS: OwnedRows = OwnedRows::new("tokens", "user_id", Adopt::Not);
 
-/// Drop every S3 key of `owner` inside `tx` (their user is going); how
-/// many went.
-pub(crate) async fn delete_owner_s3_keys_in(
-    tx: &mut AnyConnection,
-    owner: Owner,
-) -> Result<u64, VolumeError> {
-    run_for(tx, "DELETE FROM s3_keys WHERE owner = $1", owner).await
-}
+/// The S3 keys, for `owners`' cascades: a user's go with them; the open
+/// tree's all go to a user who adopts it.
+pub(crate) const S3_KEYS: OwnedRows = OwnedRows::new("s3_keys", "owner", Adopt::All);
 
-/// Give the open tree's S3 keys to `to` inside `tx`; how many moved.
-pub(crate) async fn adopt_s3_keys_in(
-    tx: &mut AnyConnection,
-    to: Owner,
-) -> Result<u64, VolumeError> {
-    run_for(tx, "UPDATE s3_keys SET owner = $1 WHERE owner = 0", to).await
-}
+/// The sessions, for `owners`' cascades: a user's go with them (the open
+/// tree has none).
+pub(crate) const SESSIONS: OwnedRows = OwnedRows::new("sessions", "user_id", Adopt::Not);
 
-/// Drop every session of `owner`'s user inside `tx` (the user is going);
-/// how many went.
-pub(crate) async fn delete_owner_sessions_in(
-    tx: &mut AnyConnection,
-    owner: Owner,
-) -> Result<u64, VolumeError> {
-    run_for(tx, "DELETE FROM sessions WHERE user_id = $1", owner).await
-}
-
-/// Drop `owner`'s user row inside `tx`, after every row naming it; whether
-/// it was there (1) or not (0).
-pub(crate) async fn delete_user_in(
-    tx: &mut AnyConnection,
-    owner: Owner,
-) -> Result<u64, VolumeError> {
-    run_for(tx, "DELETE FROM users WHERE id = $1", owner).await
-}
-
-/// Run `statement`, whose one parameter is `owner`'s id, inside `tx`; the
-/// rows it changed.
-async fn run_for(
-    tx: &mut AnyConnection,
-    statement: &str,
-    owner: Owner,
-) -> Result<u64, VolumeError> {
-    let done = sql::query(statement).bind(owner.id()).execute(tx).await?;
-    Ok(done.rows_affected())
-}
+/// The users, for `owners`' cascades: a user's own row goes last, after
+/// every row naming it.
+pub(crate) const USERS: OwnedRows = OwnedRows::new("users", "id", Adopt::Not);

@@ -17,6 +17,7 @@ use crate::error::VolumeError;
 use crate::path::Prefix;
 use crate::types::Owner;
 
+pub(crate) mod owned;
 mod reader;
 pub(crate) mod sql;
 mod write_tx;
@@ -292,6 +293,19 @@ pub(crate) fn placeholders(count: usize) -> String {
         .map(|at| format!("${}", at + 2))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// A statement that takes what `owner` keeps at the path `from` to the
+/// path `to`: `$1` owner, `$2` `from`, `$3` `to`. Every table with paths
+/// (the tree's, properties) copies and moves one path alike; see
+/// [`rewrite`] for a folder's range.
+pub(crate) fn rekey<'q>(
+    sql: &'q str,
+    owner: Owner,
+    from: &'q str,
+    to: &'q str,
+) -> sql::Statement<'q> {
+    sql::query(sql).bind(owner.id()).bind(from).bind(to)
 }
 
 /// A statement that rewrites paths under `from` to lie under `to`: `$1`

@@ -5,6 +5,7 @@
 
 use sqlx::AnyConnection;
 
+use crate::db::owned::{Adopt, OwnedRows};
 use crate::db::{Database, WriteTx, sql};
 use crate::error::VolumeError;
 use crate::types::{Owner, now_ms};
@@ -249,27 +250,9 @@ pub(crate) async fn forget_within(
     Ok(())
 }
 
-/// Drop every lock of `owner` inside `tx` (their user is going; see
-/// `owners`); how many went.
-pub(crate) async fn delete_owner_in(
-    tx: &mut AnyConnection,
-    owner: Owner,
-) -> Result<u64, VolumeError> {
-    let removed = sql::query("DELETE FROM dav_locks WHERE owner = $1")
-        .bind(owner.id())
-        .execute(tx)
-        .await?;
-    Ok(removed.rows_affected())
-}
-
-/// Give the open tree's locks to `to` inside `tx`; how many moved.
-pub(crate) async fn adopt_in(tx: &mut AnyConnection, to: Owner) -> Result<u64, VolumeError> {
-    let moved = sql::query("UPDATE dav_locks SET owner = $1 WHERE owner = 0")
-        .bind(to.id())
-        .execute(tx)
-        .await?;
-    Ok(moved.rows_affected())
-}
+/// The locks, for `owners`' cascades: a user's go with them; the open
+/// tree's all go to a user who adopts it.
+pub(crate) const OWNED: OwnedRows = OwnedRows::new("dav_locks", "owner", Adopt::All);
 
 fn seconds_ms(seconds: u64) -> i64 {
     i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX)

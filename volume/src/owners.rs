@@ -1,17 +1,19 @@
 //! What belongs to an owner, in one list: every table that keeps rows of
 //! an owner, each with its own module's steps for when the owner's user
 //! goes ([`Accounts::remove_user`]) and for when a user adopts the open
-//! tree ([`Accounts::adopt_open_tree`]). A new table that keeps an owner's
-//! rows is one line in [`TABLES`] (the suite checks every table of the
-//! schema against it). Owns no table.
+//! tree ([`Accounts::adopt_open_tree`]): most tables' module declares its
+//! table as [`OwnedRows`](crate::db::owned::OwnedRows) and takes the generic steps. A new table that
+//! keeps an owner's rows is one line in [`TABLES`] (the suite checks every
+//! table of the schema against it). Owns no table.
 
 use futures_util::future::BoxFuture;
 use sqlx::AnyConnection;
 
 use crate::accounts::{self, Accounts, shares};
 use crate::db::WriteTx;
+use crate::db::owned::Adopt;
 use crate::error::VolumeError;
-use crate::tree::Tree;
+use crate::tree::{self, Tree};
 use crate::types::{Owner, UserId};
 use crate::{locks, properties, uploads};
 
@@ -37,19 +39,34 @@ impl OwnedTable {
     }
 }
 
-/// An [`OwnedTable`] from its name and its module's `async fn` steps.
+/// An [`OwnedTable`]: from the [`OwnedRows`](crate::db::owned::OwnedRows) its module declares, whose
+/// generic steps it takes (`adopt:` the module's own `async fn` step
+/// instead), or from its name and its module's own `delete` step.
 macro_rules! owned {
-    ($name:literal, delete: $delete:path $(, adopt: $adopt:path)? $(,)?) => {
+    (rows: $rows:path $(, adopt: $adopt:path)? $(,)?) => {
+        OwnedTable {
+            name: $rows.table,
+            delete: |tx, owner| Box::pin($rows.delete_in(tx, owner)),
+            adopt: owned!(@adopt $rows $(, $adopt)?),
+        }
+    };
+    ($name:literal, delete: $delete:path $(,)?) => {
         OwnedTable {
             name: $name,
             delete: |tx, owner| Box::pin($delete(tx, owner)),
-            adopt: owned!(@adopt $($adopt)?),
+            adopt: None,
         }
     };
-    (@adopt) => {
-        None
+    (@adopt $rows:path) => {
+        match $rows.adopt {
+            Adopt::Not => None,
+            Adopt::All | Adopt::KeepingTheirs => {
+                let step: Step = |tx, to| Box::pin($rows.adopt_in(tx, to));
+                Some(step)
+            }
+        }
     };
-    (@adopt $adopt:path) => {{
+    (@adopt $rows:path, $adopt:path) => {{
         let step: Step = |tx, to| Box::pin($adopt(tx, to));
         Some(step)
     }};
@@ -62,19 +79,19 @@ macro_rules! owned {
 /// row last, after every row that names it (`tokens` and `sessions`
 /// reference it).
 pub(crate) const TABLES: &[OwnedTable] = &[
-    owned!("files", delete: Tree::delete_owner_files_in, adopt: Tree::adopt_files_in),
-    owned!("folders", delete: Tree::delete_owner_folders_in, adopt: Tree::adopt_folders_in),
-    owned!("dav_properties", delete: properties::delete_owner_in, adopt: properties::adopt_in),
-    owned!("dav_locks", delete: locks::delete_owner_in, adopt: locks::adopt_in),
-    owned!("shares", delete: shares::delete_owner_in, adopt: shares::adopt_in),
-    owned!("tokens", delete: accounts::delete_owner_tokens_in),
-    owned!("s3_keys", delete: accounts::delete_owner_s3_keys_in, adopt: accounts::adopt_s3_keys_in),
+    owned!(rows: tree::FILES, adopt: Tree::adopt_files_in),
+    owned!(rows: tree::FOLDERS),
+    owned!(rows: properties::OWNED),
+    owned!(rows: locks::OWNED),
+    owned!(rows: shares::OWNED),
+    owned!(rows: accounts::TOKENS),
+    owned!(rows: accounts::S3_KEYS),
     // The open tree's unfinished uploads stay its own: they expire there.
     owned!("upload_parts", delete: uploads::delete_owner_parts_in),
     owned!("multipart_parts", delete: uploads::delete_owner_numbered_parts_in),
-    owned!("uploads", delete: uploads::delete_owner_in),
-    owned!("sessions", delete: accounts::delete_owner_sessions_in),
-    owned!("users", delete: accounts::delete_user_in),
+    owned!(rows: uploads::OWNED),
+    owned!(rows: accounts::SESSIONS),
+    owned!(rows: accounts::USERS),
 ];
 
 /// The table whose adopted rows [`Accounts::adopt_open_tree`] counts.

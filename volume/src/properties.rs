@@ -7,7 +7,8 @@
 
 use sqlx::AnyConnection;
 
-use crate::db::{Database, KEYS_PER_QUERY, placeholders, rewrite, sql};
+use crate::db::owned::{Adopt, OwnedRows};
+use crate::db::{Database, KEYS_PER_QUERY, placeholders, rekey, rewrite, sql};
 use crate::error::VolumeError;
 use crate::path::Prefix;
 use crate::types::Owner;
@@ -212,15 +213,15 @@ pub(crate) async fn copy(
     from: &str,
     to: &str,
 ) -> Result<(), VolumeError> {
-    sql::query(
+    rekey(
         "INSERT INTO dav_properties (owner, path, namespace, name, value)
          SELECT owner, $3, namespace, name, value FROM dav_properties
          WHERE owner = $1 AND path = $2
          ON CONFLICT (owner, path, namespace, name) DO UPDATE SET value = excluded.value",
+        owner,
+        from,
+        to,
     )
-    .bind(owner.id())
-    .bind(from)
-    .bind(to)
     .execute(tx)
     .await?;
     Ok(())
@@ -256,12 +257,8 @@ pub(crate) async fn rename(
     from: &str,
     to: &str,
 ) -> Result<(), VolumeError> {
-    sql::query("UPDATE dav_properties SET path = $3 WHERE owner = $1 AND path = $2")
-        .bind(owner.id())
-        .bind(from)
-        .bind(to)
-        .execute(tx)
-        .await?;
+    let statement = "UPDATE dav_properties SET path = $3 WHERE owner = $1 AND path = $2";
+    rekey(statement, owner, from, to).execute(tx).await?;
     Ok(())
 }
 
@@ -287,32 +284,7 @@ pub(crate) async fn rename_range(
     Ok(())
 }
 
-/// Drop every property of `owner` inside `tx` (their user is going; see
-/// `owners`); how many went.
-pub(crate) async fn delete_owner_in(
-    tx: &mut AnyConnection,
-    owner: Owner,
-) -> Result<u64, VolumeError> {
-    let removed = sql::query("DELETE FROM dav_properties WHERE owner = $1")
-        .bind(owner.id())
-        .execute(tx)
-        .await?;
-    Ok(removed.rows_affected())
-}
-
-/// Give the open tree's properties to `to` inside `tx`; where both have a
-/// property of one name on one key, `to`'s stays. How many moved.
-pub(crate) async fn adopt_in(tx: &mut AnyConnection, to: Owner) -> Result<u64, VolumeError> {
-    sql::query(
-        "DELETE FROM dav_properties WHERE owner = 0 AND path IN
-             (SELECT path FROM dav_properties WHERE owner = $1)",
-    )
-    .bind(to.id())
-    .execute(&mut *tx)
-    .await?;
-    let moved = sql::query("UPDATE dav_properties SET owner = $1 WHERE owner = 0")
-        .bind(to.id())
-        .execute(&mut *tx)
-        .await?;
-    Ok(moved.rows_affected())
-}
+/// The properties, for `owners`' cascades: a user's go with them; the
+/// open tree's go to a user who adopts it, except at a key where the user
+/// has properties too (theirs stay).
+pub(crate) const OWNED: OwnedRows = OwnedRows::new("dav_properties", "owner", Adopt::KeepingTheirs);

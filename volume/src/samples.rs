@@ -66,22 +66,18 @@ impl<'a> SampleStore<'a> {
 
     /// Instance samples taken in `[from_ms, to_ms]`, in time order.
     pub async fn memory(&self, from_ms: i64, to_ms: i64) -> Result<Vec<Sample>, VolumeError> {
-        let rows: Vec<(i64, i64, i64)> = sql::query_as(
+        self.window(
             "SELECT timestamp_ms, instance, bytes FROM memory_samples
              WHERE timestamp_ms BETWEEN $1 AND $2 ORDER BY timestamp_ms, instance",
-        )
-        .bind(from_ms)
-        .bind(to_ms)
-        .fetch_all(self.db.pool())
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(timestamp_ms, instance, bytes)| Sample {
+            from_ms,
+            to_ms,
+            |timestamp_ms, instance, bytes| Sample {
                 timestamp_ms,
                 instance: from_sql(instance),
                 bytes: from_sql(bytes),
-            })
-            .collect())
+            },
+        )
+        .await
     }
 
     /// Process samples taken in `[from_ms, to_ms]`, in time order.
@@ -90,22 +86,36 @@ impl<'a> SampleStore<'a> {
         from_ms: i64,
         to_ms: i64,
     ) -> Result<Vec<ProcessSample>, VolumeError> {
-        let rows: Vec<(i64, i64, i64)> = sql::query_as(
+        self.window(
             "SELECT timestamp_ms, rss_bytes, private_dirty_bytes FROM process_samples
              WHERE timestamp_ms BETWEEN $1 AND $2 ORDER BY timestamp_ms",
-        )
-        .bind(from_ms)
-        .bind(to_ms)
-        .fetch_all(self.db.pool())
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(timestamp_ms, rss, dirty)| ProcessSample {
+            from_ms,
+            to_ms,
+            |timestamp_ms, rss, dirty| ProcessSample {
                 timestamp_ms,
                 rss_bytes: from_sql(rss),
                 private_dirty_bytes: from_sql(dirty),
-            })
-            .collect())
+            },
+        )
+        .await
+    }
+
+    /// The rows `query` selects (three integers each, of the samples taken
+    /// between `$1` and `$2`) for `[from_ms, to_ms]`, each made a `T` by
+    /// `sample`.
+    async fn window<T>(
+        &self,
+        query: &str,
+        from_ms: i64,
+        to_ms: i64,
+        sample: impl Fn(i64, i64, i64) -> T,
+    ) -> Result<Vec<T>, VolumeError> {
+        let rows: Vec<(i64, i64, i64)> = sql::query_as(query)
+            .bind(from_ms)
+            .bind(to_ms)
+            .fetch_all(self.db.pool())
+            .await?;
+        Ok(rows.into_iter().map(|(a, b, c)| sample(a, b, c)).collect())
     }
 
     /// The highest instance id any stored sample names: a new run numbers

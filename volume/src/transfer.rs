@@ -10,6 +10,8 @@
 //! is named by a source row they hold, so no removal can count it unnamed,
 //! and after the commit the copies name it too. Owns no table.
 
+use sqlx::AnyConnection;
+
 use crate::Volume;
 use crate::error::VolumeError;
 use crate::path::{FilePath, Prefix};
@@ -78,62 +80,57 @@ impl Volume {
     ) -> Result<Transfer, VolumeError> {
         refuse_nested(from, to)?;
         let db = self.db();
-        let (transfer, released) = db
-            .write(async |tx: &mut WriteTx| {
-                let quota = quota::lock(db, tx, owner).await?;
-                db.lock_tree(tx, owner.id()).await?;
-                let source = self.tree.find(tx, owner, from).await?;
-                let now = now_ms();
-                // The bytes copied, and an entry's overhead for each file
-                // and folder (and the destination folder itself).
-                let (file_bytes, property_bytes) = match &source {
-                    Found::Missing => return Err(VolumeError::NotFound(from.to_string())),
-                    Found::File(meta) => (
-                        quota::cost(meta.size),
-                        properties::bytes_of(db, tx, owner, from.as_str(), None).await?,
-                    ),
-                    Found::Folder => {
-                        let folder = folder_of(from)?;
-                        let under = (depth == Depth::Infinity).then(|| upper_of(&folder));
-                        let (files, entries) = match depth {
-                            Depth::Zero => (0, 0),
-                            Depth::Infinity => {
-                                self.tree
-                                    .hold_tree(tx, owner, from, to, Some(MAX_TREE_ROWS))
-                                    .await?
-                            }
-                        };
-                        let files = quota::cost_of(files, entries.saturating_add(1));
-                        let within = under.as_deref().map(|upper| (&folder, upper));
-                        let bytes =
-                            properties::bytes_of(db, tx, owner, folder.as_str(), within).await?;
-                        (files, bytes)
-                    }
-                };
-                let (transfer, released) = self.clear_destination(tx, owner, to, overwrite).await?;
-                let copied = file_bytes.saturating_add(property_bytes);
-                quota::check(db, tx, owner, quota, quota::Leaving::NOTHING, copied).await?;
-                match source {
-                    Found::Missing => {}
-                    Found::File(_) => {
-                        rows::copy_file(tx, owner, from, to, now).await?;
-                        properties::copy(tx, owner, from.as_str(), to.as_str()).await?;
-                    }
-                    Found::Folder => {
-                        let (from, to) = (folder_of(from)?, folder_of(to)?);
-                        if depth == Depth::Infinity {
-                            rows::copy_range(tx, owner, &from, &to, now).await?;
-                            properties::copy_range(tx, owner, &from, &to, &upper_of(&from)).await?;
+        self.write_tree(owner, async |tx: &mut WriteTx, quota| {
+            let source = self.tree.find(tx, owner, from).await?;
+            let now = now_ms();
+            // The bytes copied, and an entry's overhead for each file
+            // and folder (and the destination folder itself).
+            let (file_bytes, property_bytes) = match &source {
+                Found::Missing => return Err(VolumeError::NotFound(from.to_string())),
+                Found::File(meta) => (
+                    quota::cost(meta.size),
+                    properties::bytes_of(db, tx, owner, from.as_str(), None).await?,
+                ),
+                Found::Folder => {
+                    let folder = folder_of(from)?;
+                    let under = (depth == Depth::Infinity).then(|| upper_of(&folder));
+                    let (files, entries) = match depth {
+                        Depth::Zero => (0, 0),
+                        Depth::Infinity => {
+                            self.tree
+                                .hold_tree(tx, owner, from, to, Some(MAX_TREE_ROWS))
+                                .await?
                         }
-                        rows::ensure_folder(tx, owner, &to, now).await?;
-                        properties::copy(tx, owner, from.as_str(), to.as_str()).await?;
-                    }
+                    };
+                    let files = quota::cost_of(files, entries.saturating_add(1));
+                    let within = under.as_deref().map(|upper| (&folder, upper));
+                    let bytes =
+                        properties::bytes_of(db, tx, owner, folder.as_str(), within).await?;
+                    (files, bytes)
                 }
-                Ok((transfer, released))
-            })
-            .await?;
-        self.release_all(&released).await;
-        Ok(transfer)
+            };
+            let (transfer, released) = self.clear_destination(tx, owner, to, overwrite).await?;
+            let copied = file_bytes.saturating_add(property_bytes);
+            quota::check(db, tx, owner, quota, quota::Leaving::NOTHING, copied).await?;
+            match source {
+                Found::Missing => {}
+                Found::File(_) => {
+                    rows::copy_file(tx, owner, from, to, now).await?;
+                    properties::copy(tx, owner, from.as_str(), to.as_str()).await?;
+                }
+                Found::Folder => {
+                    let (from, to) = (folder_of(from)?, folder_of(to)?);
+                    if depth == Depth::Infinity {
+                        rows::copy_range(tx, owner, &from, &to, now).await?;
+                        properties::copy_range(tx, owner, &from, &to, &upper_of(&from)).await?;
+                    }
+                    rows::ensure_folder(tx, owner, &to, now).await?;
+                    properties::copy(tx, owner, from.as_str(), to.as_str()).await?;
+                }
+            }
+            Ok((transfer, released))
+        })
+        .await
     }
 
     /// Copy the file `from` to the file `to` in `owner`'s tree as a row
@@ -149,36 +146,31 @@ impl Volume {
         to: &FilePath,
     ) -> Result<crate::FileMeta, VolumeError> {
         let db = self.db();
-        let (copied, released) = db
-            .write(async |tx: &mut WriteTx| {
-                let quota = quota::lock(db, tx, owner).await?;
-                db.lock_tree(tx, owner.id()).await?;
-                let source = self
-                    .tree
-                    .get_locked(tx, owner, from)
-                    .await?
-                    .ok_or_else(|| VolumeError::NotFound(from.to_string()))?;
-                if from == to {
-                    return Ok((source, Vec::new()));
-                }
-                let released: Vec<Digest> = crate::tree::Tree::delete_file(tx, owner, to)
-                    .await?
-                    .into_iter()
-                    .collect();
-                properties::forget(tx, owner, to.as_str()).await?;
-                let cost = quota::cost(source.size);
-                quota::check(db, tx, owner, quota, quota::Leaving::NOTHING, cost).await?;
-                rows::copy_file(tx, owner, from, to, now_ms()).await?;
-                let copied = self
-                    .tree
-                    .get_locked(tx, owner, to)
-                    .await?
-                    .ok_or_else(|| VolumeError::NotFound(to.to_string()))?;
-                Ok((copied, released))
-            })
-            .await?;
-        self.release_all(&released).await;
-        Ok(copied)
+        self.write_tree(owner, async |tx: &mut WriteTx, quota| {
+            let source = self
+                .tree
+                .get_locked(tx, owner, from)
+                .await?
+                .ok_or_else(|| VolumeError::NotFound(from.to_string()))?;
+            if from == to {
+                return Ok((source, Vec::new()));
+            }
+            let released: Vec<Digest> = crate::tree::Tree::delete_file(tx, owner, to)
+                .await?
+                .into_iter()
+                .collect();
+            properties::forget(tx, owner, to.as_str()).await?;
+            let cost = quota::cost(source.size);
+            quota::check(db, tx, owner, quota, quota::Leaving::NOTHING, cost).await?;
+            rows::copy_file(tx, owner, from, to, now_ms()).await?;
+            let copied = self
+                .tree
+                .get_locked(tx, owner, to)
+                .await?
+                .ok_or_else(|| VolumeError::NotFound(to.to_string()))?;
+            Ok((copied, released))
+        })
+        .await
     }
 
     /// Delete the folder `prefix` of `owner`'s tree only if nothing is in
@@ -190,19 +182,13 @@ impl Volume {
         owner: Owner,
         prefix: &Prefix,
     ) -> Result<bool, VolumeError> {
-        let Some(upper) = prefix.upper_bound() else {
-            return Ok(false);
-        };
-        let db = self.db();
-        db.write(async |tx: &mut WriteTx| {
-            db.lock_tree(tx, owner.id()).await?;
-            if rows::holds_anything(tx, owner, prefix, &upper).await? {
+        self.write_folder(owner, prefix, async |tx: &mut WriteTx, upper: &str| {
+            if rows::holds_anything(tx, owner, prefix, upper).await? {
                 return Ok(false);
             }
-            let (digests, _) = Tree::delete_range(tx, owner, prefix.as_str(), &upper).await?;
+            let (digests, _) = Tree::delete_range(tx, owner, prefix.as_str(), upper).await?;
             debug_assert!(digests.is_empty());
-            properties::forget_within(tx, owner, prefix.as_str(), prefix.as_str(), &upper).await?;
-            locks::forget_within(tx, owner, prefix.as_str(), prefix.as_str(), &upper).await?;
+            forget_keys(tx, owner, prefix.as_str(), prefix).await?;
             Ok(true)
         })
         .await
@@ -217,17 +203,10 @@ impl Volume {
         owner: Owner,
         prefix: &Prefix,
     ) -> Result<bool, VolumeError> {
-        let Some(upper) = prefix.upper_bound() else {
-            return Ok(false);
-        };
-        let db = self.db();
-        db.write(async |tx: &mut WriteTx| {
-            db.lock_tree(tx, owner.id()).await?;
+        self.write_folder(owner, prefix, async |tx: &mut WriteTx, upper: &str| {
             let removed = Tree::unmake_folder(tx, owner, prefix).await?;
-            if removed && !rows::holds_anything(tx, owner, prefix, &upper).await? {
-                properties::forget_within(tx, owner, prefix.as_str(), prefix.as_str(), &upper)
-                    .await?;
-                locks::forget_within(tx, owner, prefix.as_str(), prefix.as_str(), &upper).await?;
+            if removed && !rows::holds_anything(tx, owner, prefix, upper).await? {
+                forget_keys(tx, owner, prefix.as_str(), prefix).await?;
             }
             Ok(removed)
         })
@@ -246,45 +225,80 @@ impl Volume {
         overwrite: bool,
     ) -> Result<Transfer, VolumeError> {
         refuse_nested(from, to)?;
+        self.write_tree(owner, async |tx: &mut WriteTx, _quota| {
+            let source = self.tree.find(tx, owner, from).await?;
+            match source {
+                Found::Missing => return Err(VolumeError::NotFound(from.to_string())),
+                Found::Folder => {
+                    self.tree.hold_tree(tx, owner, from, to, None).await?;
+                }
+                Found::File(_) => {}
+            }
+            let (transfer, released) = self.clear_destination(tx, owner, to, overwrite).await?;
+            match source {
+                Found::Missing => {}
+                Found::File(_) => {
+                    rows::move_file(tx, owner, from, to).await?;
+                    properties::rename(tx, owner, from.as_str(), to.as_str()).await?;
+                    locks::forget_within(tx, owner, from.as_str(), "", "").await?;
+                }
+                Found::Folder => {
+                    let (from, to) = (folder_of(from)?, folder_of(to)?);
+                    let upper = upper_of(&from);
+                    rows::move_range(tx, owner, &from, &to).await?;
+                    properties::rename_range(tx, owner, &from, &to, &upper).await?;
+                    locks::forget_within(tx, owner, from.as_str(), from.as_str(), &upper).await?;
+                    // A folder that only held files is made on purpose at its
+                    // destination, so that it stays if they go.
+                    rows::ensure_folder(tx, owner, &to, now_ms()).await?;
+                }
+            }
+            Ok((transfer, released))
+        })
+        .await
+    }
+
+    /// Run `work` in one write transaction that takes `owner`'s user row
+    /// first (as uploads take it; `work` gets the quota it read) and then
+    /// their tree lock, the order every transfer keeps; after the commit,
+    /// release the digests `work` returns (those the rows it removed
+    /// named).
+    async fn write_tree<T>(
+        &self,
+        owner: Owner,
+        work: impl AsyncFnOnce(&mut WriteTx, Option<u64>) -> Result<(T, Vec<Digest>), VolumeError>,
+    ) -> Result<T, VolumeError> {
         let db = self.db();
-        let (transfer, released) = db
+        let (done, released) = db
             .write(async |tx: &mut WriteTx| {
-                // The user's row first, as uploads and copies take it.
-                quota::lock(db, tx, owner).await?;
+                let quota = quota::lock(db, tx, owner).await?;
                 db.lock_tree(tx, owner.id()).await?;
-                let source = self.tree.find(tx, owner, from).await?;
-                match source {
-                    Found::Missing => return Err(VolumeError::NotFound(from.to_string())),
-                    Found::Folder => {
-                        self.tree.hold_tree(tx, owner, from, to, None).await?;
-                    }
-                    Found::File(_) => {}
-                }
-                let (transfer, released) = self.clear_destination(tx, owner, to, overwrite).await?;
-                match source {
-                    Found::Missing => {}
-                    Found::File(_) => {
-                        rows::move_file(tx, owner, from, to).await?;
-                        properties::rename(tx, owner, from.as_str(), to.as_str()).await?;
-                        locks::forget_within(tx, owner, from.as_str(), "", "").await?;
-                    }
-                    Found::Folder => {
-                        let (from, to) = (folder_of(from)?, folder_of(to)?);
-                        let upper = upper_of(&from);
-                        rows::move_range(tx, owner, &from, &to).await?;
-                        properties::rename_range(tx, owner, &from, &to, &upper).await?;
-                        locks::forget_within(tx, owner, from.as_str(), from.as_str(), &upper)
-                            .await?;
-                        // A folder that only held files is made on purpose at its
-                        // destination, so that it stays if they go.
-                        rows::ensure_folder(tx, owner, &to, now_ms()).await?;
-                    }
-                }
-                Ok((transfer, released))
+                work(tx, quota).await
             })
             .await?;
         self.release_all(&released).await;
-        Ok(transfer)
+        Ok(done)
+    }
+
+    /// Run `work` on the folder `prefix` (given the upper bound of its
+    /// range) in one write transaction under `owner`'s tree lock, which
+    /// every folder delete takes; `false` without it for the root, which
+    /// has no range and never goes.
+    async fn write_folder(
+        &self,
+        owner: Owner,
+        prefix: &Prefix,
+        work: impl AsyncFnOnce(&mut WriteTx, &str) -> Result<bool, VolumeError>,
+    ) -> Result<bool, VolumeError> {
+        let Some(upper) = prefix.upper_bound() else {
+            return Ok(false);
+        };
+        let db = self.db();
+        db.write(async |tx: &mut WriteTx| {
+            db.lock_tree(tx, owner.id()).await?;
+            work(tx, &upper).await
+        })
+        .await
     }
 
     /// Make room at `to` inside `tx`: refuse (`AlreadyExists`) if a file or
@@ -310,10 +324,20 @@ impl Volume {
         } else {
             Vec::new()
         };
-        let folder = folder_of(to)?;
-        let upper = upper_of(&folder);
-        properties::forget_within(tx, owner, to.as_str(), folder.as_str(), &upper).await?;
-        locks::forget_within(tx, owner, to.as_str(), folder.as_str(), &upper).await?;
+        forget_keys(tx, owner, to.as_str(), &folder_of(to)?).await?;
         Ok((transfer, removed))
     }
+}
+
+/// Drop the properties and locks at `key` and at every key in the folder
+/// `folder`, inside `tx`.
+async fn forget_keys(
+    tx: &mut AnyConnection,
+    owner: Owner,
+    key: &str,
+    folder: &Prefix,
+) -> Result<(), VolumeError> {
+    let upper = upper_of(folder);
+    properties::forget_within(tx, owner, key, folder.as_str(), &upper).await?;
+    locks::forget_within(tx, owner, key, folder.as_str(), &upper).await
 }

@@ -7,6 +7,7 @@
 
 use sqlx::AnyConnection;
 
+use crate::db::owned::{self, Adopt, OwnedRows};
 use crate::db::{Database, WriteTx, sql};
 use crate::error::VolumeError;
 use crate::types::{Owner, now_ms};
@@ -396,13 +397,12 @@ pub(crate) async fn delete_owner_parts_in(
     tx: &mut AnyConnection,
     owner: Owner,
 ) -> Result<u64, VolumeError> {
-    let removed = sql::query(
+    owned::run_for(
+        tx,
         "DELETE FROM upload_parts WHERE upload_id IN (SELECT id FROM uploads WHERE owner = $1)",
+        owner,
     )
-    .bind(owner.id())
-    .execute(tx)
-    .await?;
-    Ok(removed.rows_affected())
+    .await
 }
 
 /// Drop the multipart parts of every upload of `owner` inside `tx` (as
@@ -411,28 +411,18 @@ pub(crate) async fn delete_owner_numbered_parts_in(
     tx: &mut AnyConnection,
     owner: Owner,
 ) -> Result<u64, VolumeError> {
-    let removed = sql::query(
+    owned::run_for(
+        tx,
         "DELETE FROM multipart_parts WHERE upload_id IN \
          (SELECT id FROM uploads WHERE owner = $1)",
+        owner,
     )
-    .bind(owner.id())
-    .execute(tx)
-    .await?;
-    Ok(removed.rows_affected())
+    .await
 }
 
-/// Drop every upload of `owner` inside `tx`, after their parts; how many
-/// went.
-pub(crate) async fn delete_owner_in(
-    tx: &mut AnyConnection,
-    owner: Owner,
-) -> Result<u64, VolumeError> {
-    let removed = sql::query("DELETE FROM uploads WHERE owner = $1")
-        .bind(owner.id())
-        .execute(tx)
-        .await?;
-    Ok(removed.rows_affected())
-}
+/// The uploads, for `owners`' cascades: a user's go with them, after
+/// their parts; the open tree's stay its own (they expire there).
+pub(crate) const OWNED: OwnedRows = OwnedRows::new("uploads", "owner", Adopt::Not);
 
 /// Uploads that expired.
 pub(crate) async fn expired(db: &Database) -> Result<Vec<String>, VolumeError> {

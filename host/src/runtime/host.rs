@@ -531,16 +531,9 @@ fn parse_path(path: &str) -> Result<FilePath, wit::VolumeError> {
     FilePath::parse(path).map_err(|e| wit::VolumeError::InvalidPath(e.to_string()))
 }
 
+/// The volume's row as the WIT type (what S3 keeps of it stays here).
 fn to_wit_meta(meta: volume::FileMeta) -> FileMeta {
-    FileMeta {
-        path: meta.path,
-        size: meta.size,
-        sha256: meta.sha256,
-        blake3: meta.blake3,
-        content_type: meta.content_type,
-        created_ms: meta.created_ms,
-        modified_ms: meta.modified_ms,
-    }
+    storage_handler::file_meta!(FileMeta, meta)
 }
 
 fn to_wit_error(error: VolumeError) -> wit::VolumeError {

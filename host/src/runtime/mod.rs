@@ -496,16 +496,7 @@ impl HandlerInstance {
 
 /// The guest's view of a row, as the project's one `FileMeta`.
 fn own_meta(meta: storage_handler::types::FileMeta) -> volume::FileMeta {
-    volume::FileMeta {
-        path: meta.path,
-        size: meta.size,
-        sha256: meta.sha256,
-        blake3: meta.blake3,
-        content_type: meta.content_type,
-        created_ms: meta.created_ms,
-        modified_ms: meta.modified_ms,
-        s3_info: None,
-    }
+    storage_handler::file_meta!(volume::FileMeta, meta, s3_info: None)
 }
 
 fn trap(error: impl std::fmt::Display) -> CallFailure {

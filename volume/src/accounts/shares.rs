@@ -6,6 +6,7 @@
 use sqlx::AnyConnection;
 
 use super::{Accounts, Share};
+use crate::db::owned::{Adopt, OwnedRows};
 use crate::db::{WriteTx, sql};
 use crate::error::VolumeError;
 use crate::path::FilePath;
@@ -79,24 +80,6 @@ pub(crate) async fn insert_in(
     Ok(())
 }
 
-/// Drop every share link of `owner` inside `tx` (their user is going; see
-/// `owners`); how many went.
-pub(crate) async fn delete_owner_in(
-    tx: &mut AnyConnection,
-    owner: Owner,
-) -> Result<u64, VolumeError> {
-    let removed = sql::query("DELETE FROM shares WHERE owner = $1")
-        .bind(owner.id())
-        .execute(tx)
-        .await?;
-    Ok(removed.rows_affected())
-}
-
-/// Give the open tree's share links to `to` inside `tx`; how many moved.
-pub(crate) async fn adopt_in(tx: &mut AnyConnection, to: Owner) -> Result<u64, VolumeError> {
-    let moved = sql::query("UPDATE shares SET owner = $1 WHERE owner = 0")
-        .bind(to.id())
-        .execute(tx)
-        .await?;
-    Ok(moved.rows_affected())
-}
+/// The share links, for `owners`' cascades: a user's go with them; the
+/// open tree's all go to a user who adopts it.
+pub(crate) const OWNED: OwnedRows = OwnedRows::new("shares", "owner", Adopt::All);

@@ -15,6 +15,7 @@ use rusqlite::OptionalExtension as _;
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
+use crate::db::owned::{Adopt, OwnedRows};
 use crate::db::{Database, KEYS_PER_QUERY, WriteTx, placeholders, sql};
 use crate::error::VolumeError;
 use crate::path::{FilePath, Prefix};
@@ -474,33 +475,6 @@ impl Tree {
         Ok(removed > 0)
     }
 
-    /// Remove `owner`'s files inside `tx` (their user is going; see
-    /// `owners`); the blobs they named are released by the next garbage
-    /// collection. How many went.
-    pub(crate) async fn delete_owner_files_in(
-        tx: &mut AnyConnection,
-        owner: Owner,
-    ) -> Result<u64, VolumeError> {
-        let removed = sql::query("DELETE FROM files WHERE owner = $1")
-            .bind(owner.id())
-            .execute(tx)
-            .await?;
-        Ok(removed.rows_affected())
-    }
-
-    /// Remove `owner`'s folders inside `tx` (their user is going); how
-    /// many went.
-    pub(crate) async fn delete_owner_folders_in(
-        tx: &mut AnyConnection,
-        owner: Owner,
-    ) -> Result<u64, VolumeError> {
-        let removed = sql::query("DELETE FROM folders WHERE owner = $1")
-            .bind(owner.id())
-            .execute(tx)
-            .await?;
-        Ok(removed.rows_affected())
-    }
-
     /// Give the open tree's files to `to` inside `tx`, unless `to` holds a
     /// file at one of the same paths (`AlreadyExists`); how many moved.
     pub(crate) async fn adopt_files_in(
@@ -517,33 +491,20 @@ impl Tree {
         if let Some((path,)) = clash {
             return Err(VolumeError::AlreadyExists(path));
         }
-        let moved = sql::query("UPDATE files SET owner = $1 WHERE owner = 0")
-            .bind(to.id())
-            .execute(&mut *tx)
-            .await?;
-        Ok(moved.rows_affected())
-    }
-
-    /// Give the open tree's folders to `to` inside `tx`; a folder both
-    /// have stays `to`'s. How many moved.
-    pub(crate) async fn adopt_folders_in(
-        tx: &mut AnyConnection,
-        to: Owner,
-    ) -> Result<u64, VolumeError> {
-        sql::query(
-            "DELETE FROM folders WHERE owner = 0 AND path IN
-                 (SELECT path FROM folders WHERE owner = $1)",
-        )
-        .bind(to.id())
-        .execute(&mut *tx)
-        .await?;
-        let moved = sql::query("UPDATE folders SET owner = $1 WHERE owner = 0")
-            .bind(to.id())
-            .execute(&mut *tx)
-            .await?;
-        Ok(moved.rows_affected())
+        FILES.adopt_in(tx, to).await
     }
 }
+
+/// The files, for `owners`' cascades: a user's go with them (the next
+/// garbage collection releases the blobs they named); the open tree's go
+/// to a user who adopts it, through [`Tree::adopt_files_in`], which first
+/// refuses a path both hold.
+pub(crate) const FILES: OwnedRows = OwnedRows::new("files", "owner", Adopt::All);
+
+/// The folders made on purpose, for `owners`' cascades: a user's go with
+/// them; the open tree's go to a user who adopts it, a folder both have
+/// staying the user's.
+pub(crate) const FOLDERS: OwnedRows = OwnedRows::new("folders", "owner", Adopt::KeepingTheirs);
 
 /// The distinct digests named by removed rows (`RETURNING sha256`).
 pub(crate) fn digests(rows: Vec<(String,)>) -> Vec<Digest> {

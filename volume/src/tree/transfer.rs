@@ -9,7 +9,7 @@ use sqlx::{Any, AnyConnection};
 use std::sync::LazyLock;
 
 use super::{COLUMNS, Tree, columns_replacing};
-use crate::db::{rewrite, sql};
+use crate::db::{rekey, rewrite, sql};
 use crate::error::VolumeError;
 use crate::path::{FilePath, MAX_PATH_BYTES, PathError, Prefix};
 use crate::types::{Digest, FileMeta, Owner};
@@ -197,10 +197,7 @@ pub(crate) async fn copy_file(
              WHERE owner = $1 AND path = $2"
         )
     });
-    sql::query(&COPY)
-        .bind(owner.id())
-        .bind(from.as_str())
-        .bind(to.as_str())
+    rekey(&COPY, owner, from.as_str(), to.as_str())
         .bind(now_ms)
         .execute(tx)
         .await?;
@@ -249,10 +246,8 @@ pub(crate) async fn move_file(
     from: &FilePath,
     to: &FilePath,
 ) -> Result<(), VolumeError> {
-    sql::query("UPDATE files SET path = $3 WHERE owner = $1 AND path = $2")
-        .bind(owner.id())
-        .bind(from.as_str())
-        .bind(to.as_str())
+    let statement = "UPDATE files SET path = $3 WHERE owner = $1 AND path = $2";
+    rekey(statement, owner, from.as_str(), to.as_str())
         .execute(tx)
         .await?;
     Ok(())
