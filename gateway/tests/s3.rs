@@ -203,7 +203,9 @@ async fn boto3_suite(server: &S3TestServer, key: &(String, String), extra: &[&st
         .arg(script("boto3_suite.py"))
         .args(["--endpoint", &server.endpoint()])
         .args(["--access-key", &key.0])
-        .args(["--secret", &key.1])
+        // `=`: a secret may start with `-` (URL-safe base64), which
+        // argparse would take for an option.
+        .arg(format!("--secret={}", key.1))
         .args(extra);
     let output = run(command, Duration::from_secs(600)).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -1593,7 +1595,9 @@ async fn virtual_hosted_style_under_the_s3_domain() {
         command
             .arg(script("boto3_suite.py"))
             .args(["--endpoint", &endpoint, "--virtual-host", "s3.test"])
-            .args(["--access-key", &key.0, "--secret", &key.1, "--users"]);
+            .args(["--access-key", &key.0])
+            .arg(format!("--secret={}", key.1))
+            .arg("--users");
         for case in [
             "buckets_create_list_head_location",
             "bucket_missing",

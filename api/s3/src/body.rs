@@ -170,6 +170,20 @@ pub(super) struct BodyChecks {
     trailers: Option<s3s::TrailingHeaders>,
 }
 
+/// [`BodyChecks::of`] a `PutObject` or `UploadPart` request (the same
+/// checksum fields in two types).
+macro_rules! body_checks_of {
+    ($req:expr) => {
+        BodyChecks::of(
+            sent_checksums!($req.input),
+            $req.input.checksum_algorithm.as_ref(),
+            &$req.headers,
+            $req.trailing_headers.clone(),
+        )
+    };
+}
+pub(super) use body_checks_of;
+
 impl BodyChecks {
     /// The checks an operation's checksum fields (`sent`, see
     /// `sent_checksums!`), its named algorithm, its headers and its

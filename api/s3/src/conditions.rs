@@ -114,6 +114,21 @@ pub(super) fn copy_source_conditions(
     }
 }
 
+/// [`copy_source_conditions`] of the `x-amz-copy-source-if-*` fields of a
+/// `CopyObject` or `UploadPartCopy` input (the same names in two types).
+macro_rules! copy_source_conditions_of {
+    ($source:expr, $input:expr) => {
+        copy_source_conditions(
+            $source,
+            $input.copy_source_if_match.as_ref(),
+            $input.copy_source_if_none_match.as_ref(),
+            $input.copy_source_if_modified_since.as_ref(),
+            $input.copy_source_if_unmodified_since.as_ref(),
+        )
+    };
+}
+pub(super) use copy_source_conditions_of;
+
 #[cfg(test)]
 mod tests {
     use super::*;

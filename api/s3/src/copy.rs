@@ -13,7 +13,7 @@ use file_service::{LockTokens, ReadBody, Want};
 use storage_host::runtime::ByteRange;
 
 use super::checksum::{ChecksumFields, with_checksums};
-use super::conditions::copy_source_conditions;
+use super::conditions::{copy_source_conditions, copy_source_conditions_of};
 use super::error::object_error;
 use super::info::{ObjectInfo, check_metadata_size};
 use super::lookup::Found;
@@ -30,13 +30,7 @@ impl S3Api {
         let owner = caller.owner();
         let input = req.input;
         let (from, source) = self.copy_source(owner, &input.copy_source).await?;
-        copy_source_conditions(
-            &source,
-            input.copy_source_if_match.as_ref(),
-            input.copy_source_if_none_match.as_ref(),
-            input.copy_source_if_modified_since.as_ref(),
-            input.copy_source_if_unmodified_since.as_ref(),
-        )?;
+        copy_source_conditions_of!(&source, input)?;
         self.require_bucket(owner, &input.bucket).await?;
         let to = object_path(&input.bucket, &input.key)?;
         let replace = match input
@@ -124,13 +118,7 @@ impl S3Api {
         input: &UploadPartCopyInput,
     ) -> S3Result<axum::body::Body> {
         let (source_path, source) = self.copy_source(owner, &input.copy_source).await?;
-        copy_source_conditions(
-            &source,
-            input.copy_source_if_match.as_ref(),
-            input.copy_source_if_none_match.as_ref(),
-            input.copy_source_if_modified_since.as_ref(),
-            input.copy_source_if_unmodified_since.as_ref(),
-        )?;
+        copy_source_conditions_of!(&source, input)?;
         let range = input
             .copy_source_range
             .as_deref()

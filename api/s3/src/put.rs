@@ -10,7 +10,7 @@ use volume::Prefix;
 use file_service::ServiceError;
 use file_service::{LockTokens, Refusal, StoreOptions};
 
-use super::body::{BodyChecks, Received};
+use super::body::{BodyChecks, Received, body_checks_of};
 use super::checksum::{Algorithm, ChecksumFields, sent_checksums, with_checksums};
 use super::conditions::{matches, precondition_failed};
 use super::error::object_error;
@@ -27,12 +27,7 @@ impl S3Api {
     ) -> S3Result<S3Response<PutObjectOutput>> {
         let caller = caller(&req)?;
         let owner = caller.owner();
-        let checks = BodyChecks::of(
-            sent_checksums!(req.input),
-            req.input.checksum_algorithm.as_ref(),
-            &req.headers,
-            req.trailing_headers.clone(),
-        )?;
+        let checks = body_checks_of!(req)?;
         let input = req.input;
         self.require_bucket(owner, &input.bucket).await?;
         // A key ending in `/` names a folder (what consoles make as one).

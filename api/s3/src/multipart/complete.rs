@@ -11,17 +11,17 @@ use s3s::dto::{
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 use volume::uploads::{MultipartPart, Upload};
 
+use crate::S3Api;
 use crate::checksum::{
     Algorithm, ChecksumFields, StoredChecksum, Streaming, sent_checksums, with_checksums,
 };
 use crate::error::object_error;
 use crate::info::ObjectInfo;
-use crate::{S3Api, caller};
 use auth::Caller;
 use file_service::Inspect;
 use file_service::ServiceError;
 
-use super::{Pending, no_such_upload, rules};
+use super::{Pending, no_such_upload, rules, upload_of};
 
 /// A completion whose parts passed the rules: what is left is to store
 /// them as the object.
@@ -44,11 +44,7 @@ impl S3Api {
         &self,
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        let caller = caller(&req)?;
-        let input = req.input;
-        let upload = self
-            .upload_for(&caller, &input.bucket, &input.key, &input.upload_id)
-            .await?;
+        let (caller, input, upload) = upload_of!(self, req);
         let pending: Pending = serde_json::from_str(&upload.metadata).unwrap_or_default();
         let asked = input
             .multipart_upload
@@ -156,11 +152,7 @@ impl S3Api {
         &self,
         req: S3Request<AbortMultipartUploadInput>,
     ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
-        let caller = caller(&req)?;
-        let input = req.input;
-        let upload = self
-            .upload_for(&caller, &input.bucket, &input.key, &input.upload_id)
-            .await?;
+        let (caller, input, upload) = upload_of!(self, req);
         match self.files.abort_multipart(&caller, &upload.id).await {
             Ok(()) => {}
             Err(ServiceError::NotFound(_)) => return Err(no_such_upload()),

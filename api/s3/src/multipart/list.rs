@@ -12,18 +12,14 @@ use crate::checksum::{ChecksumFields, with_checksums};
 use crate::error::object_error;
 use crate::{S3Api, caller, timestamp};
 
-use super::{Pending, part_fields};
+use super::{Pending, part_fields, upload_of};
 
 impl S3Api {
     pub(crate) async fn list_parts_(
         &self,
         req: S3Request<ListPartsInput>,
     ) -> S3Result<S3Response<ListPartsOutput>> {
-        let caller = caller(&req)?;
-        let input = req.input;
-        let upload = self
-            .upload_for(&caller, &input.bucket, &input.key, &input.upload_id)
-            .await?;
+        let (caller, input, upload) = upload_of!(self, req);
         let pending: Pending = serde_json::from_str(&upload.metadata).unwrap_or_default();
         let marker = u32::try_from(input.part_number_marker.unwrap_or(0))
             .map_err(|_| s3_error!(InvalidArgument, "Invalid part number marker"))?;

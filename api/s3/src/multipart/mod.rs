@@ -33,6 +33,21 @@ use super::checksum::{Algorithm, ChecksumFields, StoredChecksum};
 use super::error::object_error;
 use super::{S3Api, object_path};
 
+/// The caller, the input and the upload an operation on one upload names
+/// (`CompleteMultipartUpload`, `AbortMultipartUpload`, `ListParts`: the
+/// same fields in three types).
+macro_rules! upload_of {
+    ($api:expr, $req:expr) => {{
+        let caller = crate::caller(&$req)?;
+        let input = $req.input;
+        let upload = $api
+            .upload_for(&caller, &input.bucket, &input.key, &input.upload_id)
+            .await?;
+        (caller, input, upload)
+    }};
+}
+use upload_of;
+
 /// What an upload keeps from its creation until it completes.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(super) struct Pending {

@@ -8,7 +8,7 @@ use s3s::dto::{
 use s3s::{S3Request, S3Response, S3Result};
 use volume::uploads::{MultipartPart, Upload};
 
-use crate::body::{BodyCheck, BodyChecks, Received};
+use crate::body::{BodyCheck, BodyChecks, Received, body_checks_of};
 use crate::checksum::{Algorithm, ChecksumFields, sent_checksums, with_checksums};
 use crate::error::object_error;
 use crate::{S3Api, caller, timestamp};
@@ -25,12 +25,7 @@ impl S3Api {
         req: S3Request<UploadPartInput>,
     ) -> S3Result<S3Response<UploadPartOutput>> {
         let caller = caller(&req)?;
-        let checks = BodyChecks::of(
-            sent_checksums!(req.input),
-            req.input.checksum_algorithm.as_ref(),
-            &req.headers,
-            req.trailing_headers.clone(),
-        )?;
+        let checks = body_checks_of!(req)?;
         let input = req.input;
         let number = part_number(input.part_number)?;
         let upload = self
