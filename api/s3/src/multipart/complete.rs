@@ -152,7 +152,7 @@ impl S3Api {
         &self,
         req: S3Request<AbortMultipartUploadInput>,
     ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
-        let (caller, input, upload) = upload_of!(self, req);
+        let (caller, _, upload) = upload_of!(self, req);
         match self.files.abort_multipart(&caller, &upload.id).await {
             Ok(()) => {}
             Err(ServiceError::NotFound(_)) => return Err(no_such_upload()),

@@ -19,7 +19,7 @@ impl S3Api {
         &self,
         req: S3Request<ListPartsInput>,
     ) -> S3Result<S3Response<ListPartsOutput>> {
-        let (caller, input, upload) = upload_of!(self, req);
+        let (_, input, upload) = upload_of!(self, req);
         let pending: Pending = serde_json::from_str(&upload.metadata).unwrap_or_default();
         let marker = u32::try_from(input.part_number_marker.unwrap_or(0))
             .map_err(|_| s3_error!(InvalidArgument, "Invalid part number marker"))?;
