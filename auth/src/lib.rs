@@ -530,7 +530,7 @@ where
     type Rejection = AuthError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, AuthError> {
-        let caller = Arc::<Authenticator>::from_ref(state).caller(parts).await?;
+        let caller = Caller::from_request_parts(parts, state).await?;
         if caller.is_admin() {
             Ok(Self(caller))
         } else {
