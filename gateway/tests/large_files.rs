@@ -41,6 +41,21 @@ fn blobs(data_dir: &Path) -> Vec<PathBuf> {
     found
 }
 
+/// `df`'s line for the file system holding `dir`, for a message.
+fn free_space(dir: &Path) -> String {
+    std::process::Command::new("df")
+        .args(["-h", "--output=avail,size"])
+        .arg(dir)
+        .output()
+        .map(|out| {
+            String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|error| format!("unknown ({error})"))
+}
+
 fn temp_files(data_dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(data_dir.join("tmp"))
         .map(|entries| entries.map(|entry| entry.unwrap().path()).collect())
@@ -343,6 +358,9 @@ async fn a_file_over_4_gib_round_trips_with_a_length_and_chunked() {
     let server = TestServer::start(|_| {}).await;
     let size = 4 * GIB + MIB + 17;
     let content = Generated::new(size);
+    // Two 4 GiB bodies on disk at once (the first file, the second one
+    // staged): a 507 below with little room here is the machine, not us.
+    eprintln!("free in the data dir: {}", free_space(&server.data_dir));
 
     // What the two uploads below send: one declares its length, one is
     // chunked (checked on a small body against a plain listener).
@@ -422,8 +440,14 @@ async fn a_file_over_4_gib_round_trips_with_a_length_and_chunked() {
         .send()
         .await
         .unwrap();
-    assert_eq!(stored.status(), StatusCode::CREATED);
+    let status = stored.status();
     let meta: Value = stored.json().await.unwrap();
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "{meta}; free in the data dir: {}",
+        free_space(&server.data_dir)
+    );
     assert_eq!(meta["size"], size, "{meta}");
     assert_eq!(meta["sha256"], digest.as_str(), "{meta}");
     assert_eq!(hex::encode(sent.lock().unwrap().clone().finalize()), digest);
