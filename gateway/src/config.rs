@@ -67,6 +67,21 @@ pub struct Config {
     #[arg(long, env = "WASM_STORAGE_REMOVAL_LEASE", default_value = "5m", value_parser = humantime::parse_duration)]
     pub removal_lease: Duration,
 
+    /// Keep what a replace or a delete takes, in every tree S3 set no
+    /// versioning for (every user's files; buckets made through S3 follow
+    /// S3's rules): earlier versions and a trash, restorable until
+    /// --trash-retention passes. `--versions=false`: a replace or delete
+    /// is final.
+    #[arg(long, env = "WASM_STORAGE_VERSIONS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub versions: bool,
+
+    /// How long earlier versions and the trash are kept (30 days, as
+    /// Nextcloud keeps deleted files); they count against the owner's
+    /// quota meanwhile, and an upload that needs room takes it from the
+    /// oldest first.
+    #[arg(long, env = "WASM_STORAGE_TRASH_RETENTION", default_value = "30days", value_parser = humantime::parse_duration)]
+    pub trash_retention: Duration,
+
     /// How often this gateway collects garbage: unreferenced blobs, orphans
     /// past the grace period, removals past their lease.
     #[arg(long, env = "WASM_STORAGE_GC_INTERVAL", default_value = "5m", value_parser = humantime::parse_duration)]
@@ -372,6 +387,10 @@ impl Config {
         volume.s3 = self.s3.clone();
         volume.orphan_grace = self.orphan_grace;
         volume.removal_lease = self.removal_lease;
+        volume.history = volume::HistoryPolicy {
+            versions: self.versions,
+            retention: self.trash_retention,
+        };
         volume
     }
 

@@ -466,6 +466,7 @@ mod tests {
             content_type: "text/plain".into(),
             created_ms: 0,
             modified_ms: 0,
+            version_id: "null".into(),
         }
     }
 

@@ -81,6 +81,7 @@ mod tests {
             content_type: "text/plain".into(),
             created_ms: 0,
             modified_ms,
+            version_id: "null".into(),
         }
     }
 

@@ -14,6 +14,8 @@ pub struct FileMeta {
     pub content_type: String,
     pub created_ms: i64,
     pub modified_ms: i64,
+    /// Which version of the path this is (`null` where none are kept).
+    pub version_id: String,
 }
 
 /// One row of a listing: a file, or a folder that holds more files.
@@ -129,6 +131,7 @@ macro_rules! file_meta {
             content_type: meta.content_type,
             created_ms: meta.created_ms,
             modified_ms: meta.modified_ms,
+            version_id: meta.version_id,
             $($extra: $value,)*
         }
     }};

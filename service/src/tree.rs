@@ -179,7 +179,7 @@ impl FileService {
         )
         .await?;
         self.volume
-            .copy_file(owner, from, to)
+            .copy_file(owner, from, None, to)
             .await
             .map_err(|error| ServiceError::from_volume(error, from.as_str()))
     }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::blobs::{BlobUrl, S3Settings};
 use crate::db::DatabaseUrl;
 use crate::error::VolumeError;
+use crate::types::HistoryPolicy;
 
 /// The file in a data directory that holds the directory's id.
 const CLAIMANT_FILE: &str = "claimant";
@@ -41,6 +42,9 @@ pub struct VolumeConfig {
     /// [`DEFAULT_REMOVAL_LEASE`]). Gateways' clocks must agree to well
     /// within it.
     pub removal_lease: Duration,
+    /// Whether trees S3 set no versioning for keep versions and a trash,
+    /// and for how long.
+    pub history: HistoryPolicy,
 }
 
 impl VolumeConfig {
@@ -53,6 +57,7 @@ impl VolumeConfig {
             s3: S3Settings::default(),
             orphan_grace: DEFAULT_ORPHAN_GRACE,
             removal_lease: DEFAULT_REMOVAL_LEASE,
+            history: HistoryPolicy::default(),
         }
     }
 }

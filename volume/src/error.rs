@@ -9,6 +9,10 @@ use crate::path::PathError;
 pub enum VolumeError {
     #[error("no file at {0}")]
     NotFound(String),
+    #[error("{path} has no version {version_id}")]
+    NoSuchVersion { path: String, version_id: String },
+    #[error("version {version_id} of {path} is a delete marker")]
+    DeleteMarker { path: String, version_id: String },
     #[error("{0} already exists")]
     AlreadyExists(String),
     #[error(transparent)]

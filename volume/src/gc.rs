@@ -11,9 +11,9 @@ use crate::db::WriteTx;
 use crate::error::VolumeError;
 use crate::ledger::{self, BlobState};
 use crate::locks;
-use crate::tree::Tree;
 use crate::types::{Digest, SweepReport, now_ms};
 use crate::uploads;
+use crate::{history, trash};
 
 /// How long a write waits for another gateway's removal of the same content
 /// to finish before it gives up with [`VolumeError::Busy`].
@@ -56,7 +56,7 @@ impl Volume {
     async fn release(&self, digest: &Digest) -> Result<bool, VolumeError> {
         let mut tx = self.db().begin_write().await?;
         if ledger::lock(self.db(), &mut tx, digest).await? != Some(BlobState::Stored)
-            || Tree::references(&mut tx, digest).await? > 0
+            || !trash::unnamed(&mut tx, digest).await?
         {
             return Ok(false);
         }
@@ -100,7 +100,7 @@ impl Volume {
                     // Taken over, finished or undone by another process.
                     _ => return Ok(false),
                 }
-                if Tree::references(tx, digest).await? > 0 {
+                if !trash::unnamed(tx, digest).await? {
                     // Nothing may name a blob being removed; if something
                     // does, the file wins over the removal.
                     tracing::warn!(%digest, "a file names a blob marked for removal; keeping it");
@@ -124,7 +124,7 @@ impl Volume {
         let claim_ms = now_ms();
         // No file can name a blob without a ledger row; checked anyway.
         if !ledger::insert_deleting(&mut tx, digest, &self.claimant.id, claim_ms).await?
-            || Tree::references(&mut tx, digest).await? > 0
+            || !trash::unnamed(&mut tx, digest).await?
         {
             return Ok(false);
         }
@@ -182,7 +182,7 @@ impl Volume {
         // Stored blobs no file names (a crash came between a delete's
         // commit and the blob's removal); `release` looks again under the
         // blob's ledger row.
-        let named = self.tree.referenced().await?;
+        let named = self.referenced().await?;
         for digest in ledger::stored(self.db()).await? {
             if !named.contains(digest.as_str()) {
                 count(&digest, self.release(&digest).await);
@@ -200,7 +200,7 @@ impl Volume {
         }
         let present: HashSet<&str> = listed.iter().map(|blob| blob.digest.as_str()).collect();
         let mut files_missing_blobs = 0;
-        for named in self.tree.referenced().await? {
+        for named in self.referenced().await? {
             if present.contains(named.as_str()) {
                 continue;
             }
@@ -210,6 +210,13 @@ impl Volume {
                 tracing::error!(sha256 = %named, "a file's blob is missing from the blob store");
                 files_missing_blobs += 1;
             }
+        }
+        let expired_versions = self.expire_history().await?;
+        if expired_versions > 0 {
+            tracing::info!(
+                expired_versions,
+                "removed versions and trash past the retention"
+            );
         }
         let expired_locks = locks::clear_expired(self.db()).await?;
         if expired_locks > 0 {
@@ -226,6 +233,13 @@ impl Volume {
             tracing::info!(?report, "collected garbage");
         }
         Ok(report)
+    }
+
+    /// Every digest a current file or a kept version names.
+    async fn referenced(&self) -> Result<HashSet<String>, VolumeError> {
+        let mut named = self.tree.referenced().await?;
+        named.extend(history::referenced(self.db()).await?);
+        Ok(named)
     }
 
     /// Remove expired resumable uploads and their parts, and parts no

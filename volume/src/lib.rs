@@ -55,6 +55,7 @@ mod db;
 mod error;
 mod footprints;
 mod gc;
+mod history;
 mod ledger;
 mod locks;
 mod owners;
@@ -62,9 +63,12 @@ mod properties;
 mod quota;
 mod resumable;
 mod transfer;
+mod trash;
 mod tree;
 mod types;
 pub mod uploads;
+mod versioning;
+mod versions;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -81,10 +85,13 @@ use crate::ledger::BlobState;
 pub use crate::path::{FilePath, PathError, Prefix};
 pub use crate::quota::ENTRY_OVERHEAD;
 pub use crate::samples::{ProcessSample, SampleStore};
+pub use crate::trash::{TrashPage, Trashed, versions_evicted};
 use crate::tree::Tree;
 pub use crate::types::{
-    Digest, Digests, Entry, FileMeta, Listing, Owner, Stored, SweepReport, now_ms,
+    DEFAULT_RETENTION, Digest, Digests, Entry, FileMeta, HistoryPolicy, Listing, NULL_VERSION,
+    Owner, Stored, SweepReport, Version, Versioning, now_ms,
 };
+pub use crate::versions::{Deleted, VersionPage};
 
 /// The store: blobs in a blob store, metadata in a database. Several
 /// processes may open the same database and blob store at once (each with
@@ -96,6 +103,8 @@ pub struct Volume {
     tmp: PathBuf,
     orphan_grace: Duration,
     removal_lease: Duration,
+    /// What the operator chose for trees S3 set no versioning for.
+    policy: HistoryPolicy,
     /// Who this process's removals name: the data directory's id, held by
     /// this process alone, or an id of its own.
     claimant: config::Claimant,
@@ -116,6 +125,7 @@ impl Volume {
             tmp,
             orphan_grace: config.orphan_grace,
             removal_lease: config.removal_lease,
+            policy: config.history,
             claimant: config::claimant(&config.data_dir)?,
         };
         let temp_files_removed = blobs::clear_temp(&volume.tmp).await?;
@@ -237,39 +247,62 @@ impl Volume {
                     }
                 }
             }
+            let keeping = self.keeping(&mut tx, owner, path.as_str()).await?;
+            // What this write takes off the path leaves the owner's usage
+            // only where it is not kept.
+            let leaves = match keeping.state {
+                Versioning::Unversioned => true,
+                Versioning::Enabled => false,
+                Versioning::Suspended => self
+                    .tree
+                    .get_locked(&mut tx, owner, path)
+                    .await?
+                    .is_some_and(|current| current.version_id == NULL_VERSION),
+            };
             let leaving = quota::Leaving {
-                file: Some(path),
+                file: leaves.then_some(path),
                 upload: completes,
+            };
+            let version_id = Self::version_for(keeping);
+            let how = tree::Upsert {
+                overwrite,
+                now_ms: now_ms(),
+                s3_info,
+                version_id: &version_id,
             };
             // Weighed (see `quota`) in the transaction that stores the
             // file, holding the owner's row.
             let cost = quota::cost(size);
+            let mut released = Vec::new();
             let upserted = match quota::weigh(self.db(), &mut tx, owner, leaving, cost).await {
                 Ok(()) => {
-                    self.tree
-                        .upsert(
-                            &mut tx,
-                            owner,
-                            path,
-                            size,
-                            digests,
-                            content_type,
-                            overwrite,
-                            now_ms(),
-                            s3_info,
-                        )
+                    match self
+                        .tree
+                        .upsert(&mut tx, owner, path, (size, digests, content_type), how)
                         .await
+                    {
+                        Ok(replaced) => {
+                            if let Some(previous) = replaced.previous {
+                                self.retire(&mut tx, owner, previous, keeping, &mut released)
+                                    .await?;
+                            } else if keeping.state == Versioning::Suspended {
+                                released.extend(
+                                    history::remove_null(&mut tx, owner, path.as_str()).await?,
+                                );
+                            }
+                            Ok(replaced.meta)
+                        }
+                        Err(error) => Err(error),
+                    }
                 }
                 Err(error) => Err(error),
             };
             return match upserted {
-                Ok(replaced) => {
+                Ok(meta) => {
                     tx.commit().await?;
-                    if let Some(previous) = replaced.previous.filter(|previous| previous != digest)
-                    {
-                        self.release_logged(&previous).await;
-                    }
-                    Ok(replaced.meta)
+                    released.retain(|previous| previous != digest);
+                    self.release_all(&released).await;
+                    Ok(meta)
                 }
                 Err(
                     error @ (VolumeError::AlreadyExists(_) | VolumeError::QuotaExceeded { .. }),
@@ -315,12 +348,27 @@ impl Volume {
         // A concurrent replace may remove the blob between reading the row
         // and opening the blob; the row read again then names the new blob.
         const ATTEMPTS: usize = 3;
+        // A version asked for by id is that version or nothing: a retry
+        // reads the path's current file only if it is still that version.
+        let wanted = looked_up
+            .as_ref()
+            .map(|meta| meta.version_id.clone())
+            .filter(|version| version != NULL_VERSION);
         let mut attempt = 0;
         loop {
             attempt += 1;
             let meta = match looked_up.take() {
                 Some(meta) => meta,
-                None => self.stat(owner, path).await?,
+                None => {
+                    let meta = self.stat(owner, path).await?;
+                    if wanted
+                        .as_ref()
+                        .is_some_and(|wanted| *wanted != meta.version_id)
+                    {
+                        return Err(VolumeError::NotFound(path.to_string()));
+                    }
+                    meta
+                }
             };
             let digest = Digest::parse(&meta.sha256)?;
             match self.blobs.open_blob(&digest, meta.size).await? {
@@ -332,23 +380,26 @@ impl Volume {
     }
 
     /// Delete the file `path`, with the properties and locks WebDAV kept
-    /// for it; its blob is released once nothing names it.
+    /// for it: where versions are kept it goes to the trash (a delete
+    /// marker hides it), elsewhere its blob is released once nothing names
+    /// it. `NotFound` when there is no file.
     pub async fn delete(&self, owner: Owner, path: &FilePath) -> Result<(), VolumeError> {
         // In a write transaction: on SQLite that is this process's turn to
         // write, rather than the busy handler's race against the writers
         // that wait their turn.
-        let digest = self
-            .db()
+        let mut released = Vec::new();
+        self.db()
             .write(async |tx: &mut WriteTx| {
-                let digest = Tree::delete_file(tx, owner, path)
-                    .await?
-                    .ok_or_else(|| VolumeError::NotFound(path.to_string()))?;
+                if !Tree::exists_in(tx, owner, path).await? {
+                    return Err(VolumeError::NotFound(path.to_string()));
+                }
+                self.delete_in(tx, owner, path, &mut released).await?;
                 properties::forget(tx, owner, path.as_str()).await?;
                 locks::forget_within(tx, owner, path.as_str(), "", "").await?;
-                Ok(digest)
+                Ok(())
             })
             .await?;
-        self.release_logged(&digest).await;
+        self.release_all(&released).await;
         Ok(())
     }
 
@@ -430,15 +481,17 @@ impl Volume {
         let mut tx = self.db().begin_write().await?;
         // After any copy or move of the same tree (see `transfer`).
         self.db().lock_tree(&mut tx, owner.id()).await?;
-        let (digests, removed) =
-            Tree::delete_range(&mut tx, owner, prefix.as_str(), &upper).await?;
+        let (rows, removed) = Tree::delete_range(&mut tx, owner, prefix.as_str(), &upper).await?;
+        let mut released = Vec::new();
+        self.delete_rows_in(&mut tx, owner, rows, &mut released)
+            .await?;
         properties::forget_within(&mut tx, owner, prefix.as_str(), prefix.as_str(), &upper).await?;
         locks::forget_within(&mut tx, owner, prefix.as_str(), prefix.as_str(), &upper).await?;
         tx.commit().await?;
         if removed == 0 {
             return Err(VolumeError::NotFound(prefix.to_string()));
         }
-        self.release_all(&digests).await;
+        self.release_all(&released).await;
         Ok(removed)
     }
 

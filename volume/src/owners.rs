@@ -15,7 +15,7 @@ use crate::db::owned::Adopt;
 use crate::error::VolumeError;
 use crate::tree::{self, Tree};
 use crate::types::{Owner, UserId};
-use crate::{locks, properties, uploads};
+use crate::{history, locks, properties, uploads, versioning};
 
 /// One table's step for one owner, inside the caller's transaction: the
 /// rows it changed.
@@ -80,6 +80,8 @@ macro_rules! owned {
 /// reference it).
 pub(crate) const TABLES: &[OwnedTable] = &[
     owned!(rows: tree::FILES, adopt: Tree::adopt_files_in),
+    owned!(rows: history::OWNED, adopt: history::adopt_in),
+    owned!(rows: versioning::OWNED),
     owned!(rows: tree::FOLDERS),
     owned!(rows: properties::OWNED),
     owned!(rows: locks::OWNED),

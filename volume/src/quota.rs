@@ -1,9 +1,12 @@
 //! The quota rule, over tables it does not own: what an owner uses is the
-//! bytes of their files (the tree's), of every dead property they keep
+//! bytes of their files (the tree's) and of their earlier versions and
+//! trash (the history's), of every dead property they keep
 //! (namespace, name and value: the properties') and of every part of their
 //! unfinished uploads (the uploads'), plus [`ENTRY_OVERHEAD`] for each
-//! file, folder, share link and kept upload part, so that nothing an owner
-//! can make is free. A change that would take them past their quota is
+//! file, folder, share link, kept version, delete marker and kept upload
+//! part, so that nothing an owner can make is free. A change that needs
+//! room first takes it from the oldest versions the operator's retention
+//! governs (`trash::make_room`), never from current files. A change that would take them past their quota is
 //! refused in the transaction that makes it, after taking their user row
 //! (accounts) so one owner's changes are weighed one at a time.
 //!
@@ -17,8 +20,10 @@ use sqlx::AnyConnection;
 use crate::accounts;
 use crate::db::{Database, WriteTx};
 use crate::error::VolumeError;
+use crate::history;
 use crate::path::FilePath;
 use crate::properties;
+use crate::trash;
 use crate::tree::Tree;
 use crate::types::Owner;
 use crate::uploads;
@@ -86,11 +91,14 @@ pub(crate) async fn usage(
     let shares = accounts::share_count(conn, owner).await?;
     let properties = properties::usage(db, conn, owner).await?;
     let (part_bytes, parts) = uploads::kept(conn, owner, leaving.upload).await?;
+    let (kept_bytes, kept) = history::usage(conn, owner).await?;
     let entries = files
+        .saturating_add(kept)
         .saturating_add(folders)
         .saturating_add(shares)
         .saturating_add(parts);
     let bytes = file_bytes
+        .saturating_add(kept_bytes)
         .saturating_add(properties)
         .saturating_add(part_bytes);
     Ok(cost_of(bytes, entries))
@@ -124,7 +132,10 @@ pub(crate) async fn check(
         return Ok(());
     };
     let used = usage(db, conn, owner, leaving).await?;
-    if used.saturating_add(size) > quota {
+    if used.saturating_add(size) > quota
+        && !trash::make_room(conn, owner, quota, used, size).await?
+    {
+        let used = usage(db, conn, owner, leaving).await?;
         return Err(VolumeError::QuotaExceeded { quota, used, size });
     }
     Ok(())

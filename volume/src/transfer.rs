@@ -21,7 +21,7 @@ use crate::tree::transfer::{
     folder_of, refuse_nested, upper_of,
 };
 use crate::types::{Digest, Owner, now_ms};
-use crate::{db::WriteTx, locks, properties, quota};
+use crate::{db::WriteTx, history, locks, properties, quota};
 
 impl Volume {
     /// What `name` is in `owner`'s tree: the file at that path, else the
@@ -137,37 +137,67 @@ impl Volume {
     /// (S3's CopyObject): only a file at `to` is replaced, never a folder
     /// of that name or what is in it (in S3 `photos` and `photos/…` are
     /// unrelated keys); `from` and `to` may be one inside the other, and
-    /// may be the same (then nothing changes). What S3 kept of the object
-    /// goes with the row; dead properties do not.
+    /// may be the same (then nothing changes). `version` names an earlier
+    /// version of `from` to copy (`NoSuchVersion`, `DeleteMarker`). The
+    /// copy is a new version of `to`, the file it replaces kept or let go
+    /// as any replace's. What S3 kept of the object goes with the row;
+    /// dead properties do not.
     pub async fn copy_file(
         &self,
         owner: Owner,
         from: &FilePath,
+        version: Option<&str>,
         to: &FilePath,
     ) -> Result<crate::FileMeta, VolumeError> {
         let db = self.db();
         self.write_tree(owner, async |tx: &mut WriteTx, quota| {
-            let source = self
-                .tree
-                .get_locked(tx, owner, from)
-                .await?
-                .ok_or_else(|| VolumeError::NotFound(from.to_string()))?;
-            if from == to {
+            let current = self.tree.get_locked(tx, owner, from).await?;
+            let source = match (version, current) {
+                (None, current) => {
+                    current.ok_or_else(|| VolumeError::NotFound(from.to_string()))?
+                }
+                (Some(version), Some(current)) if current.version_id == version => current,
+                // Locked, so a removal of the version waits for this copy,
+                // and then finds its blob named.
+                (Some(version), _) => {
+                    let kept = crate::history::get_locked(db, tx, owner, from.as_str(), version)
+                        .await?
+                        .ok_or_else(|| VolumeError::NoSuchVersion {
+                            path: from.to_string(),
+                            version_id: version.to_owned(),
+                        })?;
+                    if kept.marker {
+                        return Err(VolumeError::DeleteMarker {
+                            path: from.to_string(),
+                            version_id: version.to_owned(),
+                        });
+                    }
+                    kept.meta
+                }
+            };
+            if from == to && version.is_none() {
                 return Ok((source, Vec::new()));
             }
-            let released: Vec<Digest> = crate::tree::Tree::delete_file(tx, owner, to)
-                .await?
-                .into_iter()
-                .collect();
             properties::forget(tx, owner, to.as_str()).await?;
             let cost = quota::cost(source.size);
             quota::check(db, tx, owner, quota, quota::Leaving::NOTHING, cost).await?;
-            rows::copy_file(tx, owner, from, to, now_ms()).await?;
-            let copied = self
-                .tree
-                .get_locked(tx, owner, to)
-                .await?
-                .ok_or_else(|| VolumeError::NotFound(to.to_string()))?;
+            let keeping = self.keeping(tx, owner, to.as_str()).await?;
+            let mut released = Vec::new();
+            let now = now_ms();
+            let current = self.tree.get_locked(tx, owner, to).await?;
+            let copied = crate::FileMeta {
+                path: to.to_string(),
+                version_id: Self::version_for(keeping),
+                created_ms: now,
+                modified_ms: now,
+                ..source
+            };
+            if let Some(row) = current {
+                self.retire(tx, owner, row, keeping, &mut released).await?;
+            } else if keeping.state == crate::Versioning::Suspended {
+                released.extend(crate::history::remove_null(tx, owner, to.as_str()).await?);
+            }
+            Tree::put_row(tx, owner, &copied).await?;
             Ok((copied, released))
         })
         .await
@@ -186,8 +216,8 @@ impl Volume {
             if rows::holds_anything(tx, owner, prefix, upper).await? {
                 return Ok(false);
             }
-            let (digests, _) = Tree::delete_range(tx, owner, prefix.as_str(), upper).await?;
-            debug_assert!(digests.is_empty());
+            let (rows, _) = Tree::delete_range(tx, owner, prefix.as_str(), upper).await?;
+            debug_assert!(rows.is_empty());
             forget_keys(tx, owner, prefix.as_str(), prefix).await?;
             Ok(true)
         })
@@ -239,6 +269,7 @@ impl Volume {
                 Found::Missing => {}
                 Found::File(_) => {
                     rows::move_file(tx, owner, from, to).await?;
+                    history::rename(tx, owner, from.as_str(), to.as_str()).await?;
                     properties::rename(tx, owner, from.as_str(), to.as_str()).await?;
                     locks::forget_within(tx, owner, from.as_str(), "", "").await?;
                 }
@@ -246,6 +277,7 @@ impl Volume {
                     let (from, to) = (folder_of(from)?, folder_of(to)?);
                     let upper = upper_of(&from);
                     rows::move_range(tx, owner, &from, &to).await?;
+                    history::rename_range(tx, owner, from.as_str(), to.as_str(), &upper).await?;
                     properties::rename_range(tx, owner, &from, &to, &upper).await?;
                     locks::forget_within(tx, owner, from.as_str(), from.as_str(), &upper).await?;
                     // A folder that only held files is made on purpose at its
@@ -319,11 +351,17 @@ impl Volume {
             _ if !overwrite => return Err(VolumeError::AlreadyExists(to.to_string())),
             _ => Transfer::Replaced,
         };
-        let removed = if transfer == Transfer::Replaced {
-            rows::clear(tx, owner, to).await?
-        } else {
-            Vec::new()
-        };
+        let mut removed = Vec::new();
+        if transfer == Transfer::Replaced {
+            // The file replaced is kept as an earlier version where
+            // versions are kept; files the folder held are deleted.
+            let (file, under) = rows::clear(tx, owner, to).await?;
+            if let Some(file) = file {
+                let keeping = self.keeping(tx, owner, file.path.as_str()).await?;
+                self.retire(tx, owner, file, keeping, &mut removed).await?;
+            }
+            self.delete_rows_in(tx, owner, under, &mut removed).await?;
+        }
         forget_keys(tx, owner, to.as_str(), &folder_of(to)?).await?;
         Ok((transfer, removed))
     }

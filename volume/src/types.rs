@@ -29,6 +29,122 @@ pub struct FileMeta {
     /// protocol. Replacing the content drops it.
     #[serde(skip)]
     pub s3_info: Option<String>,
+    /// Which version of the path this is: [`NULL_VERSION`] in a tree that
+    /// keeps no versions (S3's null version), else an opaque random id.
+    pub version_id: String,
+}
+
+/// The version id of what an unversioned (or suspended) tree writes, as S3
+/// spells it.
+pub const NULL_VERSION: &str = "null";
+
+/// One version of a path, as its history lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Version {
+    /// Content: the current file, or an earlier one kept.
+    File {
+        meta: FileMeta,
+        /// Whether it is the path's latest version (its current file).
+        latest: bool,
+    },
+    /// A delete: the path reads as absent while it is the latest.
+    DeleteMarker {
+        path: String,
+        version_id: String,
+        /// When the delete happened.
+        made_ms: i64,
+        latest: bool,
+    },
+}
+
+impl Version {
+    pub fn path(&self) -> &str {
+        match self {
+            Self::File { meta, .. } => &meta.path,
+            Self::DeleteMarker { path, .. } => path,
+        }
+    }
+
+    pub fn version_id(&self) -> &str {
+        match self {
+            Self::File { meta, .. } => &meta.version_id,
+            Self::DeleteMarker { version_id, .. } => version_id,
+        }
+    }
+
+    pub fn is_latest(&self) -> bool {
+        match self {
+            Self::File { latest, .. } | Self::DeleteMarker { latest, .. } => *latest,
+        }
+    }
+
+    /// When it was made: a file's last modification, a delete's time.
+    pub fn modified_ms(&self) -> i64 {
+        match self {
+            Self::File { meta, .. } => meta.modified_ms,
+            Self::DeleteMarker { made_ms, .. } => *made_ms,
+        }
+    }
+}
+
+/// Whether a tree keeps the versions it replaces and deletes, as S3 names
+/// the states of a bucket's versioning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Versioning {
+    /// Never configured, and not kept by default: a replace or a delete is
+    /// final.
+    Unversioned,
+    /// Every write makes a new version; a delete leaves a delete marker.
+    Enabled,
+    /// Versions made so far stay; new writes (and deletes' markers) take
+    /// the null version, replacing it.
+    Suspended,
+}
+
+impl Versioning {
+    pub(crate) fn as_db(self) -> &'static str {
+        match self {
+            Self::Unversioned => "unversioned",
+            Self::Enabled => "enabled",
+            Self::Suspended => "suspended",
+        }
+    }
+
+    pub(crate) fn from_db(state: &str) -> Self {
+        match state {
+            "enabled" => Self::Enabled,
+            "suspended" => Self::Suspended,
+            _ => Self::Unversioned,
+        }
+    }
+}
+
+/// What the operator chose for trees whose versioning S3 never set:
+/// every user's tree, unless a bucket made through S3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryPolicy {
+    /// Keep replaced and deleted files (`--versions`).
+    pub versions: bool,
+    /// How long a replaced or deleted file is kept (`--trash-retention`).
+    pub retention: std::time::Duration,
+}
+
+/// 30 days, as Nextcloud keeps deleted files.
+pub const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+impl Default for HistoryPolicy {
+    fn default() -> Self {
+        Self {
+            versions: true,
+            retention: DEFAULT_RETENTION,
+        }
+    }
+}
+
+/// A new version id: 128 random bits in hex, unguessable and never
+/// [`NULL_VERSION`].
+pub(crate) fn new_version_id() -> String {
+    hex::encode(rand::random::<[u8; 16]>())
 }
 
 /// What [`Volume::put_with`] keeps beside a file's content.

@@ -15,6 +15,7 @@ mod estimator_samples;
 mod files;
 mod owners;
 mod uploads;
+mod versions;
 
 use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Stdio};
@@ -108,6 +109,9 @@ impl Backend {
     fn config(&self, dir: &std::path::Path) -> VolumeConfig {
         let mut config = VolumeConfig::in_data_dir(dir);
         config.orphan_grace = Duration::ZERO;
+        // The cases test what a tree without versions does; `versions`
+        // turns them on where it tests them.
+        config.history.versions = false;
         if let Self::PostgresS3(servers) = *self {
             let name = format!("case{}", CASES.fetch_add(1, Ordering::Relaxed));
             let url = servers.postgres.create_database(&name).unwrap();
@@ -139,6 +143,22 @@ impl Backend {
     async fn open(&self) -> (tempfile::TempDir, Volume) {
         let (dir, volume, _) = self.open_with_config().await;
         (dir, volume)
+    }
+
+    /// A fresh volume whose trees keep versions (the gateway's default),
+    /// for `retention`.
+    async fn open_keeping_versions(
+        &self,
+        retention: Duration,
+    ) -> (tempfile::TempDir, Volume, VolumeConfig) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = self.config(dir.path());
+        config.history = HistoryPolicy {
+            versions: true,
+            retention,
+        };
+        let (volume, _) = Volume::open(&config).await.unwrap();
+        (dir, volume, config)
     }
 }
 

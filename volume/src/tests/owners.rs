@@ -312,6 +312,15 @@ async fn fill(volume: &Volume, owner: Owner, tag: &str) -> Vec<String> {
         .make_folder(owner, &Prefix::parse("made/").unwrap())
         .await
         .unwrap();
+    // A bucket that keeps versions, and a file of it in the trash.
+    volume
+        .set_bucket_versioning(owner, "kept", Versioning::Enabled)
+        .await
+        .unwrap();
+    put_as(volume, owner, "kept/v.txt", tag.as_bytes())
+        .await
+        .unwrap();
+    volume.delete(owner, &path("kept/v.txt")).await.unwrap();
     dav.change_properties(owner, "f.txt", &[set("urn:x", "n", tag)])
         .await
         .unwrap();

@@ -23,7 +23,8 @@ use crate::types::{Digest, Digests, FileMeta, Owner};
 
 /// The columns of a file row after its owner, as written and read: the
 /// one list of them ([`FileMeta`] is the row read back, in this order).
-const COLUMNS: &str = "path, size, sha256, blake3, content_type, created_ms, modified_ms, s3_info";
+pub(crate) const COLUMNS: &str =
+    "path, size, sha256, blake3, content_type, created_ms, modified_ms, s3_info, version_id";
 
 /// A file row's columns as the drivers decode them, in [`COLUMNS`]' order.
 type Columns = (
@@ -35,12 +36,13 @@ type Columns = (
     i64,
     i64,
     Option<String>,
+    String,
 );
 
 /// The one mapping from a file row (read by either driver) to its
 /// [`FileMeta`].
 fn file_meta(
-    (path, size, sha256, blake3, content_type, created_ms, modified_ms, s3_info): Columns,
+    (path, size, sha256, blake3, content_type, created_ms, modified_ms, s3_info, version_id): Columns,
 ) -> FileMeta {
     FileMeta {
         path,
@@ -51,6 +53,7 @@ fn file_meta(
         created_ms,
         modified_ms,
         s3_info,
+        version_id,
     }
 }
 
@@ -72,6 +75,7 @@ fn file_meta_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<FileMeta> {
         row.get(5)?,
         row.get(6)?,
         row.get(7)?,
+        row.get(8)?,
     )))
 }
 
@@ -96,6 +100,16 @@ static REPLACED: LazyLock<String> = LazyLock::new(|| {
         .join(", ")
 });
 
+/// What writing a whole row over another sets: every column but the path.
+static REPLACED_ALL: LazyLock<String> = LazyLock::new(|| {
+    COLUMNS
+        .split(", ")
+        .filter(|column| *column != "path")
+        .map(|column| format!("{column} = excluded.{column}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+});
+
 /// The tree tables of one database.
 #[derive(Debug, Clone)]
 pub(crate) struct Tree {
@@ -113,13 +127,24 @@ struct NewRow<'a> {
     content_type: &'a str,
     now_ms: i64,
     s3_info: Option<&'a str>,
+    version_id: &'a str,
 }
 
 /// What an upsert replaced.
 pub(crate) struct Replaced {
     pub(crate) meta: FileMeta,
-    /// The digest the path named before, if it existed.
-    pub(crate) previous: Option<Digest>,
+    /// The file the path held before, if it existed.
+    pub(crate) previous: Option<FileMeta>,
+}
+
+/// What an upsert writes besides the content: the file it may replace and
+/// the version it makes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Upsert<'a> {
+    pub(crate) overwrite: bool,
+    pub(crate) now_ms: i64,
+    pub(crate) s3_info: Option<&'a str>,
+    pub(crate) version_id: &'a str,
 }
 
 impl Tree {
@@ -176,6 +201,21 @@ impl Tree {
         .await?)
     }
 
+    /// Whether `owner` has a current file at `path`, read on `conn`.
+    pub(crate) async fn exists_in(
+        conn: &mut AnyConnection,
+        owner: Owner,
+        path: &FilePath,
+    ) -> Result<bool, VolumeError> {
+        let found: Option<(i64,)> =
+            sql::query_as("SELECT CAST(1 AS BIGINT) FROM files WHERE owner = $1 AND path = $2")
+                .bind(owner.id())
+                .bind(path.as_str())
+                .fetch_optional(conn)
+                .await?;
+        Ok(found.is_some())
+    }
+
     /// The bytes `owner`'s files take and how many there are, leaving out
     /// `except` (the path an upload is about to replace), read on `conn` (a
     /// write transaction's, to weigh a change against the quota).
@@ -214,21 +254,23 @@ impl Tree {
     /// Point `path` at the blob `digest` inside `tx` (which holds the
     /// blob's ledger row), creating the row or replacing it (keeping its
     /// creation time) when `overwrite` allows.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn upsert(
         &self,
         tx: &mut AnyConnection,
         owner: Owner,
         path: &FilePath,
-        size: u64,
-        digests: &Digests,
-        content_type: &str,
-        overwrite: bool,
-        now_ms: i64,
-        s3_info: Option<&str>,
+        (size, digests, content_type): (u64, &Digests, &str),
+        how: Upsert<'_>,
     ) -> Result<Replaced, VolumeError> {
+        let Upsert {
+            overwrite,
+            now_ms,
+            s3_info,
+            version_id,
+        } = how;
         let row = NewRow {
             s3_info,
+            version_id,
             owner,
             path,
             size: i64::try_from(size).map_err(|_| VolumeError::TooLarge(size))?,
@@ -237,7 +279,7 @@ impl Tree {
             content_type,
             now_ms,
         };
-        let mut previous = self.locked_digest(tx, owner, path).await?;
+        let mut previous = self.get_locked(tx, owner, path).await?;
         if previous.is_none() {
             // A new path. The lock above took nothing (there was no row),
             // so another writer may be creating it right now: insert only
@@ -249,7 +291,7 @@ impl Tree {
                 });
             }
             // Created meanwhile: lock it, then replace it if allowed.
-            previous = self.locked_digest(tx, owner, path).await?;
+            previous = self.get_locked(tx, owner, path).await?;
         }
         if previous.is_some() && !overwrite {
             return Err(VolumeError::AlreadyExists(path.to_string()));
@@ -300,7 +342,7 @@ impl Tree {
         on_conflict: &str,
     ) -> Result<Option<FileMeta>, VolumeError> {
         Ok(sql::query_as(&format!(
-            "INSERT INTO files (owner, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8)
+            "INSERT INTO files (owner, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9)
              ON CONFLICT (owner, path) {on_conflict} RETURNING {COLUMNS}"
         ))
         .bind(row.owner.id())
@@ -311,58 +353,39 @@ impl Tree {
         .bind(row.content_type)
         .bind(row.now_ms)
         .bind(row.s3_info)
+        .bind(row.version_id)
         .fetch_optional(&mut *tx)
         .await?)
     }
 
-    /// The digest `path` names, its row locked until `tx` ends (PostgreSQL;
-    /// SQLite's writers are serialised already).
-    async fn locked_digest(
-        &self,
-        tx: &mut AnyConnection,
-        owner: Owner,
-        path: &FilePath,
-    ) -> Result<Option<Digest>, VolumeError> {
-        let sql = format!(
-            "SELECT sha256 FROM files WHERE owner = $1 AND path = $2{}",
-            self.db.locking()
-        );
-        let row: Option<(String,)> = sql::query_as(&sql)
-            .bind(owner.id())
-            .bind(path.as_str())
-            .fetch_optional(&mut *tx)
-            .await?;
-        Ok(row.and_then(|(hex,)| Digest::parse(&hex).ok()))
-    }
-
-    /// Remove the file `path` inside `tx`; the digest it named, or `None`
-    /// if it was absent.
+    /// Remove the file `path` inside `tx`; its row, or `None` if it was
+    /// absent.
     pub(crate) async fn delete_file(
         tx: &mut AnyConnection,
         owner: Owner,
         path: &FilePath,
-    ) -> Result<Option<Digest>, VolumeError> {
-        let gone: Option<(String,)> =
-            sql::query_as("DELETE FROM files WHERE owner = $1 AND path = $2 RETURNING sha256")
-                .bind(owner.id())
-                .bind(path.as_str())
-                .fetch_optional(tx)
-                .await?;
-        Ok(gone.and_then(|(hex,)| Digest::parse(&hex).ok()))
+    ) -> Result<Option<FileMeta>, VolumeError> {
+        Ok(sql::query_as(&format!(
+            "DELETE FROM files WHERE owner = $1 AND path = $2 RETURNING {COLUMNS}"
+        ))
+        .bind(owner.id())
+        .bind(path.as_str())
+        .fetch_optional(tx)
+        .await?)
     }
 
     /// Remove every file and folder at or under `prefix` (from `prefix` to
-    /// its `upper` bound) inside `tx`: the digests the removed files named,
-    /// and how many files and folders went.
+    /// its `upper` bound) inside `tx`: the rows of the removed files, and
+    /// how many files and folders went.
     pub(crate) async fn delete_range(
         tx: &mut AnyConnection,
         owner: Owner,
         prefix: &str,
         upper: &str,
-    ) -> Result<(Vec<Digest>, u64), VolumeError> {
-        let files: Vec<(String,)> = sql::query_as(
-            "DELETE FROM files WHERE owner = $1 AND path >= $2 AND path < $3 RETURNING sha256",
-        )
+    ) -> Result<(Vec<FileMeta>, u64), VolumeError> {
+        let files: Vec<FileMeta> = sql::query_as(&format!(
+            "DELETE FROM files WHERE owner = $1 AND path >= $2 AND path < $3 RETURNING {COLUMNS}"
+        ))
         .bind(owner.id())
         .bind(prefix)
         .bind(upper)
@@ -377,7 +400,35 @@ impl Tree {
                 .await?
                 .rows_affected();
         let removed = files.len() as u64 + folders;
-        Ok((digests(files), removed))
+        Ok((files, removed))
+    }
+
+    /// Write `meta` as `owner`'s current file at its path inside `tx`,
+    /// replacing the row there (the caller kept or released it): a
+    /// version restored, or a row copied.
+    pub(crate) async fn put_row(
+        tx: &mut AnyConnection,
+        owner: Owner,
+        meta: &FileMeta,
+    ) -> Result<(), VolumeError> {
+        sql::query(&format!(
+            "INSERT INTO files (owner, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+             ON CONFLICT (owner, path) DO UPDATE SET {}",
+            *REPLACED_ALL
+        ))
+        .bind(owner.id())
+        .bind(meta.path.as_str())
+        .bind(i64::try_from(meta.size).map_err(|_| VolumeError::TooLarge(meta.size))?)
+        .bind(meta.sha256.as_str())
+        .bind(meta.blake3.as_deref())
+        .bind(meta.content_type.as_str())
+        .bind(meta.created_ms)
+        .bind(meta.modified_ms)
+        .bind(meta.s3_info.as_deref())
+        .bind(meta.version_id.as_str())
+        .execute(tx)
+        .await?;
+        Ok(())
     }
 
     /// Every digest some file names.
@@ -505,14 +556,3 @@ pub(crate) const FILES: OwnedRows = OwnedRows::new("files", "owner", Adopt::All)
 /// them; the open tree's go to a user who adopts it, a folder both have
 /// staying the user's.
 pub(crate) const FOLDERS: OwnedRows = OwnedRows::new("folders", "owner", Adopt::KeepingTheirs);
-
-/// The distinct digests named by removed rows (`RETURNING sha256`).
-pub(crate) fn digests(rows: Vec<(String,)>) -> Vec<Digest> {
-    let mut digests: Vec<Digest> = rows
-        .into_iter()
-        .filter_map(|(hex,)| Digest::parse(&hex).ok())
-        .collect();
-    digests.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-    digests.dedup();
-    digests
-}

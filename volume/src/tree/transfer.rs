@@ -12,7 +12,7 @@ use super::{COLUMNS, Tree, columns_replacing};
 use crate::db::{rekey, rewrite, sql};
 use crate::error::VolumeError;
 use crate::path::{FilePath, MAX_PATH_BYTES, PathError, Prefix};
-use crate::types::{Digest, FileMeta, Owner};
+use crate::types::{FileMeta, Owner};
 
 /// The most files and folders one `COPY` may duplicate (a copy is rows, and
 /// holds SQLite's one write lock while it runs).
@@ -135,22 +135,17 @@ impl Tree {
 }
 
 /// Remove the file named `to` and the folder of that name with all it
-/// holds, inside `tx`: the digests the removed files named.
+/// holds, inside `tx`: the row of the file `to`, and those of the files
+/// the folder held.
 pub(crate) async fn clear(
     tx: &mut AnyConnection,
     owner: Owner,
     to: &FilePath,
-) -> Result<Vec<Digest>, VolumeError> {
+) -> Result<(Option<FileMeta>, Vec<FileMeta>), VolumeError> {
     let folder = folder_of(to)?;
-    let mut removed: Vec<Digest> = Tree::delete_file(tx, owner, to)
-        .await?
-        .into_iter()
-        .collect();
+    let file = Tree::delete_file(tx, owner, to).await?;
     let (under, _) = Tree::delete_range(tx, owner, folder.as_str(), &upper_of(&folder)).await?;
-    removed.extend(under);
-    removed.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-    removed.dedup();
-    Ok(removed)
+    Ok((file, under))
 }
 
 /// Whether anything lies inside the folder `prefix` (strictly under it, to
@@ -190,6 +185,8 @@ pub(crate) async fn copy_file(
         let copied = columns_replacing(|column| match column {
             "path" => Some("$3"),
             "created_ms" | "modified_ms" => Some("$4"),
+            // A copy is a file of its own: S3's null version of its path.
+            "version_id" => Some("'null'"),
             _ => None,
         });
         format!(
@@ -218,6 +215,7 @@ pub(crate) async fn copy_range(
         let copied = columns_replacing(|column| match column {
             "path" => Some("$2 || SUBSTR(path, CAST($3 AS INTEGER))"),
             "created_ms" | "modified_ms" => Some("$6"),
+            "version_id" => Some("'null'"),
             _ => None,
         });
         format!(

@@ -1,0 +1,296 @@
+//! The trash, and what time and the quota take from the history. A
+//! deleted file is the version a delete marker hides: the trash lists
+//! them (newest delete first), restores one to its path (or beside it, if
+//! the path holds a file again), or removes it for good with the versions
+//! before it. Versions the operator's retention governs expire after it
+//! ([`Volume::expire_history`], run by every collection), and make room
+//! for an upload that would pass the owner's quota, oldest first
+//! ([`make_room`]). Owns no table.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sqlx::AnyConnection;
+
+use crate::Volume;
+use crate::db::{Database, WriteTx};
+use crate::error::VolumeError;
+use crate::history::{self, Kept};
+use crate::path::FilePath;
+use crate::quota;
+use crate::tree::Tree;
+use crate::types::{Digest, FileMeta, Owner, now_ms};
+use crate::versions::promote_newest;
+
+/// How many kept versions made room for an upload, since the process
+/// started (`/metrics`: `wasm_storage_versions_evicted_total`).
+static EVICTED: AtomicU64 = AtomicU64::new(0);
+
+/// How many kept versions made room for an upload since the process
+/// started.
+pub fn versions_evicted() -> u64 {
+    EVICTED.load(Ordering::Relaxed)
+}
+
+/// A deleted file, as the trash lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trashed {
+    /// What names it to restore or purge: its delete's place in history.
+    pub id: i64,
+    /// The file as it was when deleted (its path, size, version…).
+    pub file: FileMeta,
+    pub deleted_ms: i64,
+}
+
+/// One page of the trash, newest delete first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrashPage {
+    pub items: Vec<Trashed>,
+    /// Pass as `before` for the next page; `None` on the last.
+    pub next_before: Option<i64>,
+}
+
+impl Volume {
+    /// Up to `limit` of `owner`'s deleted files, newest delete first,
+    /// from before `before` (a page's `next_before`).
+    pub async fn trash(
+        &self,
+        owner: Owner,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<TrashPage, VolumeError> {
+        let limit = limit.clamp(1, 1000);
+        let mut items = Vec::new();
+        let mut cursor = before.unwrap_or(i64::MAX);
+        let mut more = true;
+        while items.len() < limit && more {
+            let markers = history::markers(self.db(), owner, cursor, limit).await?;
+            more = markers.len() == limit;
+            for marker in markers {
+                cursor = marker.seq;
+                if let Some(file) = hidden(self.db(), owner, &marker).await? {
+                    items.push(Trashed {
+                        id: marker.seq,
+                        deleted_ms: marker.meta.modified_ms,
+                        file: file.meta,
+                    });
+                    if items.len() == limit {
+                        break;
+                    }
+                }
+            }
+        }
+        let next_before = (items.len() == limit && more).then_some(cursor);
+        Ok(TrashPage { items, next_before })
+    }
+
+    /// Restore the deleted file `id` of `owner`'s trash: at its path when
+    /// the delete is still the path's latest version (the file is current
+    /// again, with its own version id), else beside it (`name (restored).ext`)
+    /// as a new file. The file as restored.
+    pub async fn restore_trashed(&self, owner: Owner, id: i64) -> Result<FileMeta, VolumeError> {
+        let db = self.db();
+        let (marker, file, latest) = db
+            .write(async |tx: &mut WriteTx| {
+                let (marker, file) = trashed_in(tx, owner, id).await?;
+                let path = FilePath::parse(&marker.meta.path)?;
+                let latest = !Tree::exists_in(tx, owner, &path).await?
+                    && history::newest(tx, owner, &marker.meta.path)
+                        .await?
+                        .is_some_and(|newest| newest.seq == marker.seq);
+                if latest {
+                    history::remove(tx, marker.seq).await?;
+                    promote_newest(tx, owner, &marker.meta.path).await?;
+                }
+                Ok((marker, file, latest))
+            })
+            .await?;
+        if latest {
+            return self.stat(owner, &FilePath::parse(&file.meta.path)?).await;
+        }
+        let beside = self.free_path_beside(owner, &marker.meta.path).await?;
+        let restored = self.write_version(owner, &beside, file.meta).await?;
+        // The delete is undone: it leaves the trash (its marker stays in
+        // the path's history only while it hides something).
+        db.write(async |tx: &mut WriteTx| {
+            history::remove(tx, marker.seq).await?;
+            Ok(())
+        })
+        .await?;
+        Ok(restored)
+    }
+
+    /// Remove the deleted file `id` of `owner`'s trash for good, with every
+    /// version of its path before the delete.
+    pub async fn purge_trashed(&self, owner: Owner, id: i64) -> Result<(), VolumeError> {
+        let released = self
+            .db()
+            .write(async |tx: &mut WriteTx| {
+                let (marker, _) = trashed_in(tx, owner, id).await?;
+                history::remove_through(tx, owner, &marker.meta.path, marker.seq).await
+            })
+            .await?;
+        self.release_all(&released).await;
+        Ok(())
+    }
+
+    /// Remove every file in `owner`'s trash for good; how many went.
+    pub async fn empty_trash(&self, owner: Owner) -> Result<u64, VolumeError> {
+        let mut removed = 0;
+        loop {
+            let page = self.trash(owner, None, 1000).await?;
+            if page.items.is_empty() {
+                return Ok(removed);
+            }
+            for item in page.items {
+                self.purge_trashed(owner, item.id).await?;
+                removed += 1;
+            }
+        }
+    }
+
+    /// Remove the kept versions the operator's retention governs that are
+    /// older than it, and the delete markers left hiding nothing; how many
+    /// went. Every collection runs it.
+    pub async fn expire_history(&self) -> Result<u64, VolumeError> {
+        let retention_ms = i64::try_from(self.policy.retention.as_millis()).unwrap_or(i64::MAX);
+        let before = now_ms().saturating_sub(retention_ms);
+        let mut removed = 0;
+        loop {
+            let expired = history::expired(self.db(), before, 500).await?;
+            if expired.is_empty() {
+                return Ok(removed);
+            }
+            let count = expired.len();
+            let released = self
+                .db()
+                .write(async |tx: &mut WriteTx| {
+                    let mut released = Vec::new();
+                    for (owner, kept) in &expired {
+                        if !kept.marker {
+                            released.extend(history::remove(tx, kept.seq).await?);
+                        }
+                        history::drop_dangling_markers(tx, *owner, &kept.meta.path).await?;
+                    }
+                    Ok(released)
+                })
+                .await?;
+            self.release_all(&released).await;
+            removed += count as u64;
+            if count < 500 {
+                return Ok(removed);
+            }
+        }
+    }
+
+    /// A path beside `path` that holds no file: `name (restored).ext`, then
+    /// `name (restored 2).ext`, …
+    async fn free_path_beside(&self, owner: Owner, path: &str) -> Result<FilePath, VolumeError> {
+        let (folder, name) = path.rsplit_once('/').map_or(("", path), |(f, n)| (f, n));
+        let (stem, extension) = match name.rsplit_once('.') {
+            Some((stem, extension)) if !stem.is_empty() => (stem, format!(".{extension}")),
+            _ => (name, String::new()),
+        };
+        for attempt in 1..1000 {
+            let suffix = if attempt == 1 {
+                " (restored)".to_owned()
+            } else {
+                format!(" (restored {attempt})")
+            };
+            let candidate = if folder.is_empty() {
+                format!("{stem}{suffix}{extension}")
+            } else {
+                format!("{folder}/{stem}{suffix}{extension}")
+            };
+            let candidate = FilePath::parse(&candidate)?;
+            if self.tree.get(owner, &candidate).await?.is_none() {
+                return Ok(candidate);
+            }
+        }
+        Err(VolumeError::AlreadyExists(path.to_owned()))
+    }
+}
+
+/// The file the delete marker `marker` hides (the kept version just below
+/// it), if it hides one.
+async fn hidden(db: &Database, owner: Owner, marker: &Kept) -> Result<Option<Kept>, VolumeError> {
+    let below = history::older_than(db, owner, &marker.meta.path, marker.seq, 1).await?;
+    Ok(below.into_iter().next().filter(|kept| !kept.marker))
+}
+
+/// The trash item `id` of `owner` inside `tx`: its marker and the file it
+/// hides; `NotFound` when it is not one.
+async fn trashed_in(
+    tx: &mut AnyConnection,
+    owner: Owner,
+    id: i64,
+) -> Result<(Kept, Kept), VolumeError> {
+    let not_found = || VolumeError::NotFound(format!("trash item {id}"));
+    let marker = history::by_seq(tx, owner, id)
+        .await?
+        .filter(|kept| kept.marker)
+        .ok_or_else(not_found)?;
+    let below = history::of_path(tx, owner, &marker.meta.path)
+        .await?
+        .into_iter()
+        .find(|kept| kept.seq < marker.seq)
+        .filter(|kept| !kept.marker)
+        .ok_or_else(not_found)?;
+    Ok((marker, below))
+}
+
+/// Make room for `needed` more bytes of `owner`'s, who uses `used` of
+/// `quota`, inside `tx`: remove their oldest versions the retention
+/// governs (never a current file, never a version S3's rules keep), and
+/// the markers that then hide nothing, until it fits. Whether it does:
+/// nothing is removed when even all of them would not make room. The
+/// blobs let go are released by the next collection.
+pub(crate) async fn make_room(
+    tx: &mut AnyConnection,
+    owner: Owner,
+    quota: u64,
+    used: u64,
+    needed: u64,
+) -> Result<bool, VolumeError> {
+    let (bytes, files) = history::retained_usage(tx, owner).await?;
+    if used
+        .saturating_sub(quota::cost_of(bytes, files))
+        .saturating_add(needed)
+        > quota
+    {
+        return Ok(false);
+    }
+    let mut used = used;
+    let mut evicted = 0u64;
+    while used.saturating_add(needed) > quota {
+        let oldest = history::oldest_retained(tx, owner, 64).await?;
+        if oldest.is_empty() {
+            break;
+        }
+        for kept in oldest {
+            if used.saturating_add(needed) <= quota {
+                break;
+            }
+            history::remove(tx, kept.seq).await?;
+            let markers = history::drop_dangling_markers(tx, owner, &kept.meta.path).await?;
+            used = used
+                .saturating_sub(quota::cost(kept.meta.size))
+                .saturating_sub(quota::cost_of(0, markers));
+            evicted += 1;
+        }
+    }
+    if evicted > 0 {
+        EVICTED.fetch_add(evicted, Ordering::Relaxed);
+        tracing::info!(
+            owner = owner.id(),
+            evicted,
+            "removed the oldest kept versions to make room for an upload"
+        );
+    }
+    Ok(used.saturating_add(needed) <= quota)
+}
+
+/// Whether `digest` is named by no current file and no kept version,
+/// inside `tx`: what a blob's removal checks.
+pub(crate) async fn unnamed(tx: &mut AnyConnection, digest: &Digest) -> Result<bool, VolumeError> {
+    Ok(Tree::references(tx, digest).await? == 0 && history::references(tx, digest).await? == 0)
+}
