@@ -267,6 +267,15 @@ async fn identical_content_is_stored_once_and_freed_with_its_last_file(handler: 
         server.delete("two/copy").await.status(),
         StatusCode::NO_CONTENT
     );
+    // Both are in the trash, which keeps the content until it is emptied.
+    assert_eq!(blob_files(&server.data_dir).len(), 1);
+    let emptied = server
+        .client
+        .delete(server.url("/trash"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(emptied.status(), StatusCode::OK);
     assert!(blob_files(&server.data_dir).is_empty());
     server.stop().await;
 }

@@ -133,8 +133,11 @@ async fn a_full_disk_refuses_uploads_with_507_and_loses_nothing() {
     std::fs::create_dir(&data_dir).unwrap();
     // No grace for orphans, so the collection below may take any blob a
     // refused upload left unrecorded (nothing else runs meanwhile).
+    // No versions kept: the deletes below must free the disk, not fill
+    // the trash (emptying a trash frees it the same way).
     let server = TestServer::start_in(&data_dir, |config| {
         config.orphan_grace = Duration::ZERO;
+        config.versions = false;
     })
     .await;
 

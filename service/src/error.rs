@@ -18,6 +18,12 @@ pub enum ServiceError {
     BadRequest(String),
     #[error("no file at {0}")]
     NotFound(String),
+    /// The path has no version of this id.
+    #[error("{path} has no version {version_id}")]
+    NoSuchVersion { path: String, version_id: String },
+    /// The version asked for is a delete marker: it has no content.
+    #[error("version {version_id} of {path} is a delete marker")]
+    DeleteMarker { path: String, version_id: String },
     #[error("{0} already exists and If-None-Match: * forbids replacing it")]
     AlreadyExists(String),
     #[error("the body is larger than the limit of {limit} bytes")]
@@ -87,6 +93,12 @@ impl ServiceError {
     pub fn from_volume(error: volume::VolumeError, path: &str) -> Self {
         match error {
             volume::VolumeError::NotFound(_) => Self::NotFound(path.to_owned()),
+            volume::VolumeError::NoSuchVersion { path, version_id } => {
+                Self::NoSuchVersion { path, version_id }
+            }
+            volume::VolumeError::DeleteMarker { path, version_id } => {
+                Self::DeleteMarker { path, version_id }
+            }
             volume::VolumeError::NoSpace => Self::NoSpace,
             busy @ volume::VolumeError::Busy(_) => Self::Unavailable(busy.to_string()),
             quota @ volume::VolumeError::QuotaExceeded { .. } => {

@@ -33,6 +33,7 @@ mod shares;
 mod store;
 mod tree;
 mod uploads;
+mod versions;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

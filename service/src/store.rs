@@ -209,8 +209,9 @@ impl FileService {
     }
 
     /// The bytes `caller` may still store at `path`: their quota, less
-    /// what they use (see `volume::quota`) but the file there now, less
-    /// the new file's entry overhead; `None` without a quota.
+    /// what they use (see `volume::quota`) but what making room could free
+    /// (the file there now, the oldest versions and trash), less the new
+    /// file's entry overhead; `None` without a quota.
     pub(super) async fn quota_room(
         &self,
         caller: &Caller,
@@ -237,14 +238,16 @@ impl FileService {
             .usage_completing(owner, completes)
             .await
             .map_err(|error| ServiceError::from_volume(error, path.as_str()))?;
-        let replaced = self
+        // What making room could free: the file there now (unless S3's
+        // rules keep it as a version) and the oldest kept versions.
+        let reclaimable = self
             .volume
-            .stat(owner, path)
+            .reclaimable(owner, path)
             .await
-            .map_or(0, |meta| meta.size.saturating_add(volume::ENTRY_OVERHEAD));
+            .map_err(|error| ServiceError::from_volume(error, path.as_str()))?;
         Ok(Some(
             quota
-                .saturating_sub(used.saturating_sub(replaced))
+                .saturating_sub(used.saturating_sub(reclaimable))
                 .saturating_sub(volume::ENTRY_OVERHEAD),
         ))
     }

@@ -168,6 +168,7 @@ impl FileService {
         &self,
         owner: Owner,
         from: &FilePath,
+        version: Option<&str>,
         to: &FilePath,
         tokens: &LockTokens,
     ) -> Result<volume::FileMeta, ServiceError> {
@@ -179,7 +180,7 @@ impl FileService {
         )
         .await?;
         self.volume
-            .copy_file(owner, from, None, to)
+            .copy_file(owner, from, version, to)
             .await
             .map_err(|error| ServiceError::from_volume(error, from.as_str()))
     }

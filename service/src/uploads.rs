@@ -538,6 +538,8 @@ fn is_final(error: &ServiceError) -> bool {
         ServiceError::BadPath(_)
         | ServiceError::BadRequest(_)
         | ServiceError::NotFound(_)
+        | ServiceError::NoSuchVersion { .. }
+        | ServiceError::DeleteMarker { .. }
         | ServiceError::AlreadyExists(_)
         | ServiceError::BodyTooLarge { .. }
         | ServiceError::InstanceMemory { .. }

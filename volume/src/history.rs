@@ -494,7 +494,7 @@ pub(crate) async fn references(
 
 /// Whether `owner` keeps any version of a path from `lower` to `upper`.
 pub(crate) async fn any_within(
-    db: &Database,
+    conn: &mut AnyConnection,
     owner: Owner,
     lower: &str,
     upper: &str,
@@ -505,7 +505,7 @@ pub(crate) async fn any_within(
     .bind(owner.id())
     .bind(lower)
     .bind(upper)
-    .fetch_optional(db.pool())
+    .fetch_optional(conn)
     .await?;
     Ok(found.is_some())
 }

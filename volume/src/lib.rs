@@ -89,7 +89,7 @@ pub use crate::trash::{TrashPage, Trashed, versions_evicted};
 use crate::tree::Tree;
 pub use crate::types::{
     DEFAULT_RETENTION, Digest, Digests, Entry, FileMeta, HistoryPolicy, Listing, NULL_VERSION,
-    Owner, Stored, SweepReport, Version, Versioning, now_ms,
+    Owner, Stored, SweepReport, Version, Versioning, now_ms, upload_version_id,
 };
 pub use crate::versions::{Deleted, VersionPage};
 
@@ -250,20 +250,26 @@ impl Volume {
             let keeping = self.keeping(&mut tx, owner, path.as_str()).await?;
             // What this write takes off the path leaves the owner's usage
             // only where it is not kept.
-            let leaves = match keeping.state {
-                Versioning::Unversioned => true,
-                Versioning::Enabled => false,
-                Versioning::Suspended => self
-                    .tree
-                    .get_locked(&mut tx, owner, path)
-                    .await?
-                    .is_some_and(|current| current.version_id == NULL_VERSION),
-            };
+            // (Or where the retention governs it: room is then taken from
+            // the oldest kept versions, that one last, see `settle` below.)
+            let leaves = keeping.retained()
+                || match keeping.state {
+                    Versioning::Unversioned => true,
+                    Versioning::Enabled => false,
+                    Versioning::Suspended => self
+                        .tree
+                        .get_locked(&mut tx, owner, path)
+                        .await?
+                        .is_some_and(|current| current.version_id == NULL_VERSION),
+                };
             let leaving = quota::Leaving {
                 file: leaves.then_some(path),
                 upload: completes,
             };
-            let version_id = Self::version_for(keeping);
+            let version_id = match completes {
+                Some(upload) if keeping.state == Versioning::Enabled => upload_version_id(upload),
+                _ => Self::version_for(keeping),
+            };
             let how = tree::Upsert {
                 overwrite,
                 now_ms: now_ms(),
@@ -275,7 +281,7 @@ impl Volume {
             let cost = quota::cost(size);
             let mut released = Vec::new();
             let upserted = match quota::weigh(self.db(), &mut tx, owner, leaving, cost).await {
-                Ok(()) => {
+                Ok(quota) => {
                     match self
                         .tree
                         .upsert(&mut tx, owner, path, (size, digests, content_type), how)
@@ -285,6 +291,9 @@ impl Volume {
                             if let Some(previous) = replaced.previous {
                                 self.retire(&mut tx, owner, previous, keeping, &mut released)
                                     .await?;
+                                if keeping.keeps() && keeping.retained() {
+                                    quota::settle(self.db(), &mut tx, owner, quota).await?;
+                                }
                             } else if keeping.state == Versioning::Suspended {
                                 released.extend(
                                     history::remove_null(&mut tx, owner, path.as_str()).await?,

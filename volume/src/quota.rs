@@ -106,16 +106,17 @@ pub(crate) async fn usage(
 
 /// Take `owner`'s user row (see [`lock`]), then refuse (`QuotaExceeded`)
 /// to add `size` to what they use (leaving out what `leaving` names) past
-/// their quota: the weighing of a file about to be stored.
+/// their quota: the weighing of a file about to be stored. Their quota.
 pub(crate) async fn weigh(
     db: &Database,
     tx: &mut WriteTx,
     owner: Owner,
     leaving: Leaving<'_>,
     size: u64,
-) -> Result<(), VolumeError> {
+) -> Result<Option<u64>, VolumeError> {
     let quota = lock(db, tx, owner).await?;
-    check(db, tx, owner, quota, leaving, size).await
+    check(db, tx, owner, quota, leaving, size).await?;
+    Ok(quota)
 }
 
 /// Refuse (`QuotaExceeded`) to add `size` to what `owner` uses (leaving
@@ -159,7 +160,7 @@ pub(crate) async fn check_made(
         return Ok(());
     }
     let after = usage(db, conn, owner, Leaving::NOTHING).await?;
-    if after > quota {
+    if after > quota && !trash::make_room(conn, owner, quota, after, 0).await? {
         return Err(VolumeError::QuotaExceeded {
             quota,
             used: after.saturating_sub(added),
@@ -167,6 +168,41 @@ pub(crate) async fn check_made(
         });
     }
     Ok(())
+}
+
+/// After a change that was weighed leaving out a file it then kept as an
+/// earlier version the retention governs (see `Volume::put_with`): take
+/// room from the oldest such versions (that one last) until `owner` is
+/// within `quota` again.
+pub(crate) async fn settle(
+    db: &Database,
+    conn: &mut AnyConnection,
+    owner: Owner,
+    quota: Option<u64>,
+) -> Result<(), VolumeError> {
+    let Some(quota) = quota else {
+        return Ok(());
+    };
+    let used = usage(db, conn, owner, Leaving::NOTHING).await?;
+    if used > quota && !trash::make_room(conn, owner, quota, used, 0).await? {
+        return Err(VolumeError::QuotaExceeded {
+            quota,
+            used,
+            size: 0,
+        });
+    }
+    Ok(())
+}
+
+/// What `owner` could free to make room: every earlier version the
+/// retention governs, read on `conn` (and the file a write replaces, which
+/// the caller adds when it is let go or kept so).
+pub(crate) async fn reclaimable(
+    conn: &mut AnyConnection,
+    owner: Owner,
+) -> Result<u64, VolumeError> {
+    let (bytes, files) = history::retained_usage(conn, owner).await?;
+    Ok(cost_of(bytes, files))
 }
 
 /// What the quota weighs on the accounts' side: what an owner uses, and a

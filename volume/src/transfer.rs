@@ -204,7 +204,8 @@ impl Volume {
     }
 
     /// Delete the folder `prefix` of `owner`'s tree only if nothing is in
-    /// it (no file, no folder made in it), checked and done in one
+    /// it (no file, no folder made in it, no earlier version or delete
+    /// marker of a path in it), checked and done in one
     /// transaction, so a file stored meanwhile is never taken with it.
     /// Whether it was empty (and so is gone, if it was there).
     pub async fn delete_folder_if_empty(
@@ -213,7 +214,9 @@ impl Volume {
         prefix: &Prefix,
     ) -> Result<bool, VolumeError> {
         self.write_folder(owner, prefix, async |tx: &mut WriteTx, upper: &str| {
-            if rows::holds_anything(tx, owner, prefix, upper).await? {
+            if rows::holds_anything(tx, owner, prefix, upper).await?
+                || history::any_within(tx, owner, prefix.as_str(), upper).await?
+            {
                 return Ok(false);
             }
             let (rows, _) = Tree::delete_range(tx, owner, prefix.as_str(), upper).await?;

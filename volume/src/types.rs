@@ -141,6 +141,16 @@ impl Default for HistoryPolicy {
     }
 }
 
+/// The version id the file an upload completes takes where versions are
+/// made: known before the upload is stored (S3 answers a multipart
+/// completion's headers first), as unguessable as the upload's own id,
+/// and unique as it is.
+pub fn upload_version_id(upload_id: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(format!("version of upload {upload_id}").as_bytes());
+    hex::encode(&digest[..16])
+}
+
 /// A new version id: 128 random bits in hex, unguessable and never
 /// [`NULL_VERSION`].
 pub(crate) fn new_version_id() -> String {

@@ -360,6 +360,21 @@ impl Volume {
 }
 
 impl Volume {
+    /// What `owner` could free to store a file at `path`: every earlier
+    /// version the retention governs, and the file there now where a write
+    /// lets it go or keeps it so (S3's kept versions are not theirs to
+    /// take).
+    pub async fn reclaimable(&self, owner: Owner, path: &FilePath) -> Result<u64, VolumeError> {
+        let mut conn = self.db().pool().acquire().await?;
+        let history = crate::quota::reclaimable(&mut conn, owner).await?;
+        let keeping = self.keeping(&mut conn, owner, path.as_str()).await?;
+        let current = match self.tree.get(owner, path).await? {
+            Some(meta) if !keeping.keeps() || keeping.retained() => crate::quota::cost(meta.size),
+            _ => 0,
+        };
+        Ok(history.saturating_add(current))
+    }
+
     /// The versioning S3 reports for `owner`'s bucket `bucket`: what
     /// `PutBucketVersioning` set, else (a folder made by another protocol)
     /// the operator's default; `None`: never configured.
@@ -412,7 +427,8 @@ impl Volume {
         let Some(upper) = prefix.upper_bound() else {
             return Ok(true);
         };
-        history::any_within(self.db(), owner, prefix.as_str(), &upper).await
+        let mut conn = self.db().pool().acquire().await?;
+        history::any_within(&mut conn, owner, prefix.as_str(), &upper).await
     }
 }
 

@@ -64,6 +64,9 @@ fn service_status(error: &ServiceError) -> (StatusCode, &'static str) {
         ServiceError::BadPath(_) => (StatusCode::BAD_REQUEST, "bad_path"),
         ServiceError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
         ServiceError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+        ServiceError::NoSuchVersion { .. } => (StatusCode::NOT_FOUND, "no_such_version"),
+        // A delete marker has no content to read or restore.
+        ServiceError::DeleteMarker { .. } => (StatusCode::CONFLICT, "delete_marker"),
         ServiceError::AlreadyExists(_) => (StatusCode::PRECONDITION_FAILED, "already_exists"),
         ServiceError::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
         ServiceError::InstanceMemory { .. } => {

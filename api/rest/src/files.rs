@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use volume::{Entry, FileMeta, FilePath, Prefix};
 
-use crate::RestState;
+use crate::{RestState, history};
 use api_common::ApiError;
 use api_common::answer::file_response;
 use api_common::headers::{
@@ -152,6 +152,12 @@ async fn get_file(
         return list(state, caller, Prefix::from_url(raw)?, params).await;
     }
     let path = FilePath::from_url(raw)?;
+    if has_param(&uri, "versions") {
+        return history::versions(&state, &caller, &path).await;
+    }
+    if let Some(version) = history::VersionParams::of(&uri)?.version {
+        return history::read_version(&state, &caller, &path, &version, &headers).await;
+    }
     if has_param(&uri, "meta") {
         let read = state
             .files
@@ -237,6 +243,10 @@ async fn post_file(
         return create_share(&state, &caller, &path, &uri, &headers).await;
     }
     let raw = raw_path(&uri);
+    if let Some(version) = history::VersionParams::of(&uri)?.restore {
+        let path = FilePath::from_url(raw)?;
+        return history::restore_version(&state, &caller, &path, &version).await;
+    }
     if has_param(&uri, "folder") {
         if !raw.ends_with('/') {
             return Err(ApiError::BadRequest(

@@ -3,12 +3,15 @@
 //!
 //! - `files`: `/files/...`, the REST adapter (store, fetch, list, delete,
 //!   make share links).
+//! - `history`: a file's versions (`/files/...?versions`, `?version=`,
+//!   `?restore=`) and `/trash`: deleted files, restored or removed.
 //! - `share`: `/share/...`, share links: a signed, expiring URL to one file.
 //! - `uploads`: `/uploads/...`, resumable uploads (tus 1.0).
 //! - `sign_in`: `/auth/...`, signing in and out with a session cookie.
 //! - `web`: the page (`src/web/index.html`) at `/`.
 
 mod files;
+mod history;
 mod share;
 mod sign_in;
 mod uploads;
@@ -35,10 +38,11 @@ impl FromRef<RestState> for Arc<Authenticator> {
     }
 }
 
-/// `/files`, `/share`, `/uploads`, `/auth` and the page.
+/// `/files`, `/trash`, `/share`, `/uploads`, `/auth` and the page.
 pub fn router(state: RestState) -> Router {
     Router::new()
         .merge(files::router())
+        .merge(history::router())
         .merge(share::router())
         .merge(uploads::router())
         .merge(sign_in::router())

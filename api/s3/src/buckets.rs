@@ -145,6 +145,12 @@ impl S3Api {
             .make_folder(caller.owner(), &prefix, &LockTokens::default())
             .await
             .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
+        // A bucket S3 makes is unversioned until `PutBucketVersioning`,
+        // whatever the operator's default for people's folders.
+        self.files
+            .set_bucket_versioning(caller.owner(), bucket, volume::Versioning::Unversioned)
+            .await
+            .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
         Ok(S3Response::new(CreateBucketOutput {
             location: Some(format!("/{bucket}")),
         }))
@@ -169,8 +175,9 @@ impl S3Api {
         let bucket = &req.input.bucket;
         self.require_bucket(owner, bucket).await?;
         let prefix = bucket_prefix(bucket)?;
-        // Anything in it (a file, or a folder made on purpose) keeps it;
-        // checked and deleted at once, so nothing put meanwhile goes too.
+        // Anything in it (a file, a folder made on purpose, an earlier
+        // version or a delete marker) keeps it; checked and deleted at
+        // once, so nothing put meanwhile goes too.
         let deleted = self
             .files
             .delete_folder_if_empty(owner, &prefix, &LockTokens::default())
@@ -182,6 +189,10 @@ impl S3Api {
                 "The bucket you tried to delete is not empty"
             ));
         }
+        self.files
+            .forget_bucket_versioning(owner, bucket)
+            .await
+            .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
         Ok(S3Response::new(DeleteBucketOutput::default()))
     }
 

@@ -17,6 +17,7 @@ use super::conditions::{copy_source_conditions, copy_source_conditions_of};
 use super::error::object_error;
 use super::info::{ObjectInfo, check_metadata_size};
 use super::lookup::Found;
+use super::versioning::checked_version;
 use super::{S3Api, caller, object_path, timestamp};
 
 impl S3Api {
@@ -29,7 +30,7 @@ impl S3Api {
         let caller = caller(&req)?;
         let owner = caller.owner();
         let input = req.input;
-        let (from, source) = self.copy_source(owner, &input.copy_source).await?;
+        let (from, source, source_version) = self.copy_source(owner, &input.copy_source).await?;
         copy_source_conditions_of!(&source, input)?;
         self.require_bucket(owner, &input.bucket).await?;
         let to = object_path(&input.bucket, &input.key)?;
@@ -47,7 +48,9 @@ impl S3Api {
                 ));
             }
         };
-        if from == to && !replace {
+        // Copying an earlier version onto its own key is how S3 restores
+        // it; the current one onto itself changes nothing.
+        if from == to && !replace && source_version.is_none() {
             return Err(s3_error!(
                 InvalidRequest,
                 "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
@@ -55,7 +58,13 @@ impl S3Api {
         }
         let copied = self
             .files
-            .copy_file(owner, &from, &to, &LockTokens::default())
+            .copy_file(
+                owner,
+                &from,
+                source_version.as_deref(),
+                &to,
+                &LockTokens::default(),
+            )
             .await
             .map_err(object_error)?;
         let mut info = source.info.clone().unwrap_or_else(|| ObjectInfo {
@@ -84,7 +93,22 @@ impl S3Api {
                 .map_err(object_error)?;
         }
         let fields = ChecksumFields::of(info.checksum.as_ref());
+        let CopySource::Bucket {
+            bucket: source_bucket,
+            ..
+        } = &input.copy_source
+        else {
+            return Err(s3_error!(InternalError, "the copy source changed"));
+        };
+        let copy_source_version_id = self
+            .version_header_for(owner, source_bucket, &source.meta.version_id)
+            .await?;
+        let version_id = self
+            .version_header_for(owner, &input.bucket, &copied.version_id)
+            .await?;
         Ok(S3Response::new(CopyObjectOutput {
+            copy_source_version_id,
+            version_id,
             copy_object_result: Some(with_checksums!(
                 CopyObjectResult {
                     e_tag: Some(ETag::Strong(info.etag)),
@@ -97,27 +121,57 @@ impl S3Api {
         }))
     }
 
-    /// The object a copy's `source` names.
-    async fn copy_source(&self, owner: Owner, source: &CopySource) -> S3Result<(FilePath, Found)> {
-        let CopySource::Bucket { bucket, key, .. } = source else {
+    /// The object a copy's `source` names, and the version it asked for.
+    async fn copy_source(
+        &self,
+        owner: Owner,
+        source: &CopySource,
+    ) -> S3Result<(FilePath, Found, Option<String>)> {
+        let CopySource::Bucket {
+            bucket,
+            key,
+            version_id,
+        } = source
+        else {
             return Err(s3_error!(
                 NotImplemented,
                 "Only a bucket and key may be copied from."
             ));
         };
         let path = object_path(bucket, key)?;
-        let found = self.find_object(owner, bucket, &path).await?;
-        Ok((path, found))
+        let Some(version) = version_id.as_deref() else {
+            let found = self.find_object(owner, bucket, &path).await?;
+            return Ok((path, found, None));
+        };
+        let version = checked_version(version)?;
+        let found = match self.find_version(owner, bucket, &path, version).await {
+            Ok(found) => found,
+            Err(error) if *error.code() == s3s::S3ErrorCode::MethodNotAllowed => {
+                return Err(s3_error!(
+                    InvalidRequest,
+                    "The source of a copy request may not specifically refer to a delete marker by version id."
+                ));
+            }
+            Err(error) => return Err(error),
+        };
+        Ok((path, found, Some(version.to_owned())))
     }
 
     /// The bytes an `UploadPartCopy` copies: its source, if it passes the
-    /// copy's conditions, whole or the range asked.
+    /// copy's conditions, whole or the range asked; and the version copied
+    /// (as `x-amz-copy-source-version-id` names it).
     pub(super) async fn part_copy_source(
         &self,
         owner: Owner,
         input: &UploadPartCopyInput,
-    ) -> S3Result<axum::body::Body> {
-        let (source_path, source) = self.copy_source(owner, &input.copy_source).await?;
+    ) -> S3Result<(axum::body::Body, Option<String>)> {
+        let (source_path, source, _) = self.copy_source(owner, &input.copy_source).await?;
+        let CopySource::Bucket { bucket, .. } = &input.copy_source else {
+            return Err(s3_error!(InternalError, "the copy source changed"));
+        };
+        let version = self
+            .version_header_for(owner, bucket, &source.meta.version_id)
+            .await?;
         copy_source_conditions_of!(&source, input)?;
         let range = input
             .copy_source_range
@@ -136,7 +190,7 @@ impl S3Api {
             .await
             .map_err(object_error)?;
         match read.body {
-            ReadBody::Full(body) | ReadBody::Partial { body, .. } => Ok(body),
+            ReadBody::Full(body) | ReadBody::Partial { body, .. } => Ok((body, version)),
             ReadBody::NotModified | ReadBody::Headers => {
                 Err(s3_error!(InternalError, "the read gave no content"))
             }

@@ -17,6 +17,10 @@ pub(super) fn s3_error_of(error: ServiceError, not_found: S3ErrorCode) -> S3Erro
     let message = error.to_string();
     let (code, status) = match &error {
         ServiceError::NotFound(_) => (not_found, None),
+        ServiceError::NoSuchVersion { .. } => (S3ErrorCode::NoSuchVersion, None),
+        // Reading a delete marker by its id (S3: 405 MethodNotAllowed;
+        // `get` adds the marker's headers).
+        ServiceError::DeleteMarker { .. } => (S3ErrorCode::MethodNotAllowed, None),
         ServiceError::BadPath(_) => (S3ErrorCode::InvalidArgument, None),
         ServiceError::BadRequest(_) => (S3ErrorCode::InvalidRequest, None),
         ServiceError::AlreadyExists(_) | ServiceError::PreconditionFailed(_) => {

@@ -9,7 +9,7 @@ use s3s::dto::{
     Metadata, Range, StreamingBlob, Timestamp, TimestampFormat,
 };
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
-use volume::{FileMeta, FilePath, Owner};
+use volume::{FileMeta, FilePath, NULL_VERSION, Owner};
 
 use api_common::headers::parse_if_range;
 use file_service::{ReadBody, Want};
@@ -20,6 +20,7 @@ use super::conditions::Conditions;
 use super::error::object_error;
 use super::info::{ObjectInfo, etag_of};
 use super::lookup::{EMPTY_MD5, Found};
+use super::versioning::checked_version;
 use super::{S3Api, caller, object_path, timestamp};
 
 /// `GetObjectOutput` or `HeadObjectOutput` (the same fields, two types)
@@ -43,6 +44,7 @@ macro_rules! object_answer {
                 content_language: answer.content_language,
                 expires: answer.expires,
                 parts_count: answer.parts_count,
+                version_id: answer.version_id,
                 ..$output::default()
             },
             answer.checksums
@@ -76,7 +78,12 @@ impl S3Api {
             if_unmodified_since: input.if_unmodified_since.as_ref(),
         };
         let (path, found) = match self
-            .look_up(owner, &input.bucket, &input.key, conditions)
+            .look_up(
+                owner,
+                (&input.bucket, &input.key),
+                input.version_id.as_deref(),
+                conditions,
+            )
             .await?
         {
             Looked::Marker(made) => {
@@ -119,15 +126,18 @@ impl S3Api {
                 return Err(s3_error!(InternalError, "the read gave no content"));
             }
         };
-        let answer = Answer::of(
+        let mut answer = Answer::of(
             &read.meta,
             info.as_ref(),
             etag,
             Span { size, span },
             input.part_number,
             input.checksum_mode.as_ref(),
-        )
-        .overridden(Overrides {
+        );
+        answer.version_id = self
+            .version_header_for(owner, &input.bucket, &read.meta.version_id)
+            .await?;
+        let answer = answer.overridden(Overrides {
             content_type: input.response_content_type,
             cache_control: input.response_cache_control,
             content_disposition: input.response_content_disposition,
@@ -156,7 +166,12 @@ impl S3Api {
             if_unmodified_since: input.if_unmodified_since.as_ref(),
         };
         let found = match self
-            .look_up(owner, &input.bucket, &input.key, conditions)
+            .look_up(
+                owner,
+                (&input.bucket, &input.key),
+                input.version_id.as_deref(),
+                conditions,
+            )
             .await?
         {
             Looked::Marker(made) => return Ok(S3Response::new(Answer::marker(made).head())),
@@ -169,7 +184,7 @@ impl S3Api {
                 s3_error!(InvalidRange, "The requested range is not satisfiable")
             })?),
         };
-        let answer = Answer::of(
+        let mut answer = Answer::of(
             &found.meta,
             found.info.as_ref(),
             found.etag.clone(),
@@ -177,23 +192,31 @@ impl S3Api {
             input.part_number,
             input.checksum_mode.as_ref(),
         );
+        answer.version_id = self
+            .version_header_for(owner, &input.bucket, &found.meta.version_id)
+            .await?;
         Ok(S3Response::new(answer.head()))
     }
 
-    /// What `key` of `bucket` names, if the read's `conditions` hold for
-    /// it (a folder marker has none to pass).
+    /// What `key` of `bucket` names (its `version`, if one is asked), if
+    /// the read's `conditions` hold for it (a folder marker has none to
+    /// pass).
     async fn look_up(
         &self,
         owner: Owner,
-        bucket: &str,
-        key: &str,
+        (bucket, key): (&str, &str),
+        version: Option<&str>,
         conditions: Conditions<'_>,
     ) -> S3Result<Looked> {
-        if key.ends_with('/') {
+        let version = version.map(checked_version).transpose()?;
+        if key.ends_with('/') && version.is_none_or(|version| version == NULL_VERSION) {
             return Ok(Looked::Marker(self.find_marker(owner, bucket, key).await?));
         }
         let path = object_path(bucket, key)?;
-        let found = self.find_object(owner, bucket, &path).await?;
+        let found = match version {
+            None => self.find_object(owner, bucket, &path).await?,
+            Some(version) => self.find_version(owner, bucket, &path, version).await?,
+        };
         conditions.check(&found.etag, found.meta.modified_ms)?;
         Ok(Looked::Object(path, Box::new(found)))
     }
@@ -285,6 +308,8 @@ struct Answer {
     expires: Option<Timestamp>,
     parts_count: Option<i32>,
     checksums: ChecksumFields,
+    /// `x-amz-version-id`: none from a bucket never versioned.
+    version_id: Option<String>,
 }
 
 impl Answer {
@@ -345,6 +370,7 @@ impl Answer {
             expires: headers.get("expires").and_then(|text| http_date(text)),
             parts_count: parts_count(info, part),
             checksums,
+            version_id: None,
         }
     }
 

@@ -51,6 +51,7 @@ mod list;
 mod lookup;
 mod multipart;
 mod put;
+mod versioning;
 
 use std::sync::Arc;
 
@@ -109,6 +110,7 @@ pub fn router(
             guard::guard,
         ))
         .layer(axum::middleware::from_fn(answers::one_xml_declaration))
+        .layer(axum::middleware::from_fn(answers::versions_in_order))
         .layer(axum::middleware::from_fn(answers::request_ids))
         .layer(api_common::trace_layer()))
 }
@@ -339,6 +341,27 @@ impl S3 for S3Api {
         req: S3Request<s3s::dto::ListPartsInput>,
     ) -> S3Result<S3Response<s3s::dto::ListPartsOutput>> {
         self.list_parts_(req).await
+    }
+
+    async fn get_bucket_versioning(
+        &self,
+        req: S3Request<s3s::dto::GetBucketVersioningInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetBucketVersioningOutput>> {
+        self.get_bucket_versioning_(req).await
+    }
+
+    async fn put_bucket_versioning(
+        &self,
+        req: S3Request<s3s::dto::PutBucketVersioningInput>,
+    ) -> S3Result<S3Response<s3s::dto::PutBucketVersioningOutput>> {
+        self.put_bucket_versioning_(req).await
+    }
+
+    async fn list_object_versions(
+        &self,
+        req: S3Request<s3s::dto::ListObjectVersionsInput>,
+    ) -> S3Result<S3Response<s3s::dto::ListObjectVersionsOutput>> {
+        self.list_object_versions_(req).await
     }
 
     async fn list_multipart_uploads(

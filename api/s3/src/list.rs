@@ -71,7 +71,7 @@ struct Query<'a> {
 /// The smallest string above every string that starts with `prefix`
 /// (`None` if there is none): paths compare bytewise, which for UTF-8 is
 /// the order of code points.
-fn past_prefix(prefix: &str) -> Option<String> {
+pub(super) fn past_prefix(prefix: &str) -> Option<String> {
     let mut chars: Vec<char> = prefix.chars().collect();
     while let Some(last) = chars.pop() {
         let mut next = u32::from(last) + 1;
@@ -261,7 +261,7 @@ fn common_prefixes(page: &Page, encode: bool) -> Vec<CommonPrefix> {
         .collect()
 }
 
-fn encoded(text: &str, encode: bool) -> String {
+pub(super) fn encoded(text: &str, encode: bool) -> String {
     if encode {
         utf8_percent_encode(text, KEY_SAFE).to_string()
     } else {
@@ -271,7 +271,7 @@ fn encoded(text: &str, encode: bool) -> String {
 
 /// Whether the request asked for `encoding-type=url`; any other value is
 /// refused, as S3 does.
-fn url_encoding(encoding: Option<&EncodingType>) -> S3Result<bool> {
+pub(super) fn url_encoding(encoding: Option<&EncodingType>) -> S3Result<bool> {
     match encoding {
         None => Ok(false),
         Some(encoding) if encoding.as_str() == EncodingType::URL => Ok(true),
@@ -282,7 +282,7 @@ fn url_encoding(encoding: Option<&EncodingType>) -> S3Result<bool> {
     }
 }
 
-fn max_keys(asked: Option<i32>) -> S3Result<usize> {
+pub(super) fn max_keys(asked: Option<i32>) -> S3Result<usize> {
     match asked {
         None => Ok(MAX_KEYS),
         Some(asked) if asked < 0 => Err(s3_error!(

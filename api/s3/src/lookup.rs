@@ -2,13 +2,14 @@
 //! folder marker (`key/`).
 
 use s3s::{S3Result, s3_error};
-use volume::{FileMeta, FilePath, Owner};
+use volume::{FileMeta, FilePath, NULL_VERSION, Owner, Version};
 
 use file_service::ServiceError;
 
 use super::S3Api;
 use super::error::object_error;
 use super::info::{ObjectInfo, etag_of};
+use super::versioning::{delete_marker_read, deleted_key, version_header};
 
 /// The hex MD5 of no bytes: the ETag of an empty object (a folder marker).
 pub(super) const EMPTY_MD5: &str = "d41d8cd98f00b204e9800998ecf8427e";
@@ -37,10 +38,71 @@ impl S3Api {
             }
             Err(ServiceError::NotFound(_)) => {
                 self.require_bucket(owner, bucket).await?;
+                // Deleted where versions are kept: S3 says which marker.
+                let versions = self
+                    .files
+                    .versions_of(owner, path)
+                    .await
+                    .map_err(object_error)?;
+                if let Some(Version::DeleteMarker {
+                    version_id,
+                    latest: true,
+                    ..
+                }) = versions.first()
+                {
+                    return Err(deleted_key(version_id));
+                }
                 Err(s3_error!(NoSuchKey, "The specified key does not exist."))
             }
             Err(error) => Err(object_error(error)),
         }
+    }
+
+    /// The version `version` of `key` (`path`) of `bucket`: a file's, or
+    /// S3's error for a delete marker (405) or a missing version.
+    pub(super) async fn find_version(
+        &self,
+        owner: Owner,
+        bucket: &str,
+        path: &FilePath,
+        version: &str,
+    ) -> S3Result<Found> {
+        match self.files.version(owner, path, version).await {
+            Ok(Version::File { meta, .. }) => {
+                let info = ObjectInfo::of(&meta);
+                let etag = etag_of(&meta, info.as_ref());
+                Ok(Found { meta, info, etag })
+            }
+            Ok(Version::DeleteMarker {
+                version_id,
+                made_ms,
+                ..
+            }) => Err(delete_marker_read(&version_id, made_ms)),
+            Err(error) => {
+                self.require_bucket(owner, bucket).await?;
+                Err(object_error(error))
+            }
+        }
+    }
+
+    /// The `x-amz-version-id` of an answer about `version_id` of an object
+    /// of `bucket`: a version's own id, and `null` only from a bucket that
+    /// is (or was) versioned.
+    pub(super) async fn version_header_for(
+        &self,
+        owner: Owner,
+        bucket: &str,
+        version_id: &str,
+    ) -> S3Result<Option<String>> {
+        if version_id != NULL_VERSION {
+            return Ok(Some(version_id.to_owned()));
+        }
+        let state = self
+            .files
+            .bucket_versioning(owner, bucket)
+            .await
+            .map_err(object_error)?;
+        Ok(version_header(version_id, state))
     }
 
     /// A folder marker (`key/`) as an empty object, if that folder was

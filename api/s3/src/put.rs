@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use s3s::dto::{ETag, ETagCondition, PutObjectInput, PutObjectOutput};
 use s3s::{S3Error, S3Request, S3Response, S3Result, s3_error};
-use volume::Prefix;
+use volume::{NULL_VERSION, Prefix};
 
 use file_service::ServiceError;
 use file_service::{LockTokens, Refusal, StoreOptions};
@@ -98,14 +98,18 @@ impl S3Api {
             Ok(session) => session.send_inspected(body, check, describe).await,
             Err(error) => Err(Refusal::Failed(error)),
         };
-        let (_, info) = stored.map_err(|refusal| match refusal {
+        let (stored, info) = stored.map_err(|refusal| match refusal {
             Refusal::Refused(refused) => refused,
             Refusal::Failed(error) => put_error(error),
         })?;
+        // S3 names a version made by a write only where versioning is on
+        // (under Suspended, the null version it makes goes unnamed).
+        let version_id = (stored.version_id != NULL_VERSION).then_some(stored.version_id);
         let fields = ChecksumFields::of(info.checksum.as_ref());
         Ok(S3Response::new(with_checksums!(
             PutObjectOutput {
                 e_tag: Some(ETag::Strong(info.etag)),
+                version_id,
                 ..PutObjectOutput::default()
             },
             fields

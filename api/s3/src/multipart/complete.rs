@@ -62,6 +62,18 @@ impl S3Api {
         if let Some(composite) = &composite {
             rules::check_sent_composite(composite, sent_checksums!(input))?;
         }
+        // The header goes out before the object is stored (see below): the
+        // version it will be is known already (see
+        // `volume::upload_version_id`), where the bucket makes versions.
+        let version_id = match self
+            .files
+            .bucket_versioning(caller.owner(), &input.bucket)
+            .await
+            .map_err(object_error)?
+        {
+            Some(volume::Versioning::Enabled) => Some(volume::upload_version_id(&upload.id)),
+            _ => None,
+        };
         let completion = Completion {
             caller,
             upload,
@@ -85,6 +97,7 @@ impl S3Api {
         };
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             future: Some(Box::pin(answer)),
+            version_id,
             ..CompleteMultipartUploadOutput::default()
         }))
     }
@@ -129,7 +142,7 @@ impl S3Api {
                 (Some(info.to_json()), info)
             }
         };
-        let (_, info) = self
+        let (stored, info) = self
             .files
             .complete_multipart(&caller, &upload, chosen, whole, describe)
             .await
@@ -141,6 +154,8 @@ impl S3Api {
                 key: Some(key.clone()),
                 location: Some(format!("/{bucket}/{key}")),
                 e_tag: Some(ETag::Strong(etag)),
+                version_id: (stored.version_id != volume::NULL_VERSION)
+                    .then_some(stored.version_id),
                 ..CompleteMultipartUploadOutput::default()
             },
             fields

@@ -89,7 +89,7 @@ impl S3Api {
         let upload = self
             .upload_for(&caller, &input.bucket, &input.key, &input.upload_id)
             .await?;
-        let body = self.part_copy_source(owner, &input).await?;
+        let (body, copy_source_version_id) = self.part_copy_source(owner, &input).await?;
         let check = BodyCheck::new(None, None, None)?;
         let part = self
             .store_part(&caller, &upload, number, body.into_data_stream(), check)
@@ -100,6 +100,7 @@ impl S3Api {
                 last_modified: Some(timestamp(part.created_ms)),
                 ..CopyPartResult::default()
             }),
+            copy_source_version_id,
             ..UploadPartCopyOutput::default()
         }))
     }

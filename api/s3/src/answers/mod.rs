@@ -1,6 +1,13 @@
 //! What every S3 answer goes through on its way out: S3's request ids
-//! (and an error document's `RequestId`), a ranged HEAD's 206, and one XML
-//! declaration in a completion's answer.
+//! (and an error document's `RequestId`), a ranged HEAD's 206, one XML
+//! declaration in a completion's answer, and a version listing's entries
+//! in one sequence (`versions_order`).
+
+mod versions_order;
+
+use super::versioning;
+
+pub(super) use versions_order::versions_in_order;
 
 use axum::http::StatusCode;
 
@@ -61,6 +68,7 @@ pub(super) async fn request_ids(
     let id = format!("{:016X}", rand::random::<u64>());
     let host = format!("{:032x}", rand::random::<u128>());
     let head = request.method() == axum::http::Method::HEAD;
+    let version_asked = asked_version(request.uri());
     tracing::debug!(request_id = %id, method = %request.method(), uri = %request.uri(), "S3 request");
     let mut response = next.run(request).await;
     // s3s answers a ranged HEAD with 200; S3 with 206, as for a GET.
@@ -91,8 +99,17 @@ pub(super) async fn request_ids(
                 let text = String::from_utf8_lossy(&bytes);
                 if text.ends_with("</Error>") && !text.contains("<RequestId>") {
                     log_failure(&id, status, &text);
+                    // S3 names the argument it refused (s3s's errors
+                    // cannot carry it): a version id.
+                    let argument = match &version_asked {
+                        Some(value) if text.contains(versioning::INVALID_VERSION) => format!(
+                            "<ArgumentName>versionId</ArgumentName><ArgumentValue>{}</ArgumentValue>",
+                            xml_escaped(value)
+                        ),
+                        _ => String::new(),
+                    };
                     let with_ids = format!(
-                        "{}<RequestId>{id}</RequestId><HostId>{host}</HostId></Error>",
+                        "{}{argument}<RequestId>{id}</RequestId><HostId>{host}</HostId></Error>",
                         text.trim_end_matches("</Error>")
                     );
                     parts.headers.insert(
@@ -118,6 +135,25 @@ pub(super) async fn request_ids(
         headers.insert("x-amz-id-2", value);
     }
     response
+}
+
+/// The `versionId` a request's query names, decoded.
+fn asked_version(uri: &axum::http::Uri) -> Option<String> {
+    uri.query()?.split('&').find_map(|pair| {
+        let value = pair.strip_prefix("versionId=")?;
+        Some(
+            percent_encoding::percent_decode_str(value)
+                .decode_utf8_lossy()
+                .into_owned(),
+        )
+    })
+}
+
+/// `text` as XML character data.
+fn xml_escaped(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// Log an S3 failure answered with the error document `text`: a bounded

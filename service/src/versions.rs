@@ -1,0 +1,201 @@
+//! Versions and the trash, for every protocol alike: a version made
+//! through one is the one another lists, reads and restores. Metadata
+//! only (no instance is needed: a version's content is read like any
+//! file's, from its row); deletes check WebDAV's locks as every delete
+//! does.
+
+use volume::{
+    Deleted, FileMeta, FilePath, Owner, Prefix, TrashPage, Version, VersionPage, Versioning,
+};
+
+use crate::FileService;
+use crate::error::ServiceError;
+use crate::locks::{Change, LockTokens};
+use crate::tree::parent_key_of;
+
+impl FileService {
+    /// The version `version_id` of `path`.
+    pub async fn version(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+        version_id: &str,
+    ) -> Result<Version, ServiceError> {
+        self.volume
+            .version(owner, path, version_id)
+            .await
+            .map_err(|error| ServiceError::from_volume(error, path.as_str()))
+    }
+
+    /// Every version of `path`, newest first.
+    pub async fn versions_of(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+    ) -> Result<Vec<Version>, ServiceError> {
+        self.volume
+            .versions_of(owner, path)
+            .await
+            .map_err(|error| ServiceError::from_volume(error, path.as_str()))
+    }
+
+    /// Delete `path`'s latest version: a delete marker where versions are
+    /// kept (even over no file), else the file goes (a missing one is no
+    /// error).
+    pub async fn delete_latest(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+        tokens: &LockTokens,
+    ) -> Result<Deleted, ServiceError> {
+        let parent = parent_key_of(path.as_str());
+        self.check_locks(
+            owner,
+            tokens,
+            &[Change::Tree(path.as_str()), Change::One(parent)],
+        )
+        .await?;
+        self.volume
+            .delete_latest(owner, path)
+            .await
+            .map_err(|error| ServiceError::from_volume(error, path.as_str()))
+    }
+
+    /// Remove the version `version_id` of `path` for good; what was
+    /// removed (`None`: there was no such version).
+    pub async fn delete_version(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+        version_id: &str,
+        tokens: &LockTokens,
+    ) -> Result<Option<Version>, ServiceError> {
+        let parent = parent_key_of(path.as_str());
+        self.check_locks(
+            owner,
+            tokens,
+            &[Change::Tree(path.as_str()), Change::One(parent)],
+        )
+        .await?;
+        self.volume
+            .delete_version(owner, path, version_id)
+            .await
+            .map_err(|error| ServiceError::from_volume(error, path.as_str()))
+    }
+
+    /// Make the version `version_id` of `path` its current file again (a
+    /// new version of that content).
+    pub async fn restore_version(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+        version_id: &str,
+    ) -> Result<FileMeta, ServiceError> {
+        self.volume
+            .restore_version(owner, path, version_id)
+            .await
+            .map_err(|error| ServiceError::from_volume(error, path.as_str()))
+    }
+
+    /// A page of every version under a key range (see
+    /// `Volume::list_versions`).
+    pub async fn list_versions(
+        &self,
+        owner: Owner,
+        lower: &str,
+        after: Option<(&str, Option<&str>)>,
+        upper: Option<&str>,
+        limit: usize,
+    ) -> Result<VersionPage, ServiceError> {
+        self.volume
+            .list_versions(owner, lower, after, upper, limit)
+            .await
+            .map_err(|error| ServiceError::from_volume(error, lower))
+    }
+
+    /// The versioning S3 reports for a bucket (`None`: never configured).
+    pub async fn bucket_versioning(
+        &self,
+        owner: Owner,
+        bucket: &str,
+    ) -> Result<Option<Versioning>, ServiceError> {
+        self.volume
+            .bucket_versioning(owner, bucket)
+            .await
+            .map_err(|error| ServiceError::from_volume(error, bucket))
+    }
+
+    /// Set a bucket's versioning.
+    pub async fn set_bucket_versioning(
+        &self,
+        owner: Owner,
+        bucket: &str,
+        state: Versioning,
+    ) -> Result<(), ServiceError> {
+        self.volume
+            .set_bucket_versioning(owner, bucket, state)
+            .await
+            .map_err(|error| ServiceError::from_volume(error, bucket))
+    }
+
+    /// Forget a deleted bucket's versioning.
+    pub async fn forget_bucket_versioning(
+        &self,
+        owner: Owner,
+        bucket: &str,
+    ) -> Result<(), ServiceError> {
+        self.volume
+            .forget_bucket_versioning(owner, bucket)
+            .await
+            .map_err(|error| ServiceError::from_volume(error, bucket))
+    }
+
+    /// Whether an earlier version or a delete marker lies under `prefix`.
+    pub async fn keeps_versions_under(
+        &self,
+        owner: Owner,
+        prefix: &Prefix,
+    ) -> Result<bool, ServiceError> {
+        self.volume
+            .keeps_versions_under(owner, prefix)
+            .await
+            .map_err(|error| ServiceError::from_volume(error, prefix.as_str()))
+    }
+
+    /// A page of `owner`'s trash, newest delete first.
+    pub async fn trash(
+        &self,
+        owner: Owner,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<TrashPage, ServiceError> {
+        self.volume
+            .trash(owner, before, limit)
+            .await
+            .map_err(|error| ServiceError::from_volume(error, "the trash"))
+    }
+
+    /// Restore a deleted file (at its path, or beside it when taken).
+    pub async fn restore_trashed(&self, owner: Owner, id: i64) -> Result<FileMeta, ServiceError> {
+        self.volume
+            .restore_trashed(owner, id)
+            .await
+            .map_err(|error| ServiceError::from_volume(error, &format!("trash item {id}")))
+    }
+
+    /// Remove a deleted file for good, with the versions before it.
+    pub async fn purge_trashed(&self, owner: Owner, id: i64) -> Result<(), ServiceError> {
+        self.volume
+            .purge_trashed(owner, id)
+            .await
+            .map_err(|error| ServiceError::from_volume(error, &format!("trash item {id}")))
+    }
+
+    /// Remove everything in `owner`'s trash for good; how many files went.
+    pub async fn empty_trash(&self, owner: Owner) -> Result<u64, ServiceError> {
+        self.volume
+            .empty_trash(owner)
+            .await
+            .map_err(|error| ServiceError::from_volume(error, "the trash"))
+    }
+}
