@@ -15,6 +15,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "s3/versions.rs"]
+mod versions;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -563,7 +563,8 @@ async fn a_gateway_keeps_its_blobs_in_our_own_s3() {
             assert!(answer.bytes().await.unwrap()[..] == bytes[..]);
         }
 
-        // Deleted through B, a blob leaves A's bucket once collected.
+        // Deleted through B (and B's trash emptied), a blob leaves A's
+        // bucket once collected.
         let (path, bytes) = &files[3];
         let answer = b
             .client
@@ -572,6 +573,9 @@ async fn a_gateway_keeps_its_blobs_in_our_own_s3() {
             .await
             .unwrap();
         assert_eq!(answer.status(), 204, "DELETE {path} on B");
+        // In B's trash it keeps its blob; emptied, the blob goes.
+        let emptied = b.client.delete(b.url("/trash")).send().await.unwrap();
+        assert_eq!(emptied.status(), 200, "DELETE /trash on B");
         let digest = sha256_hex(bytes);
         let name = format!("store/blobs/{}/{digest}", &digest[..2]);
         let gone = eventually(Duration::from_secs(20), || async {

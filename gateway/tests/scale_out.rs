@@ -354,12 +354,19 @@ impl Local {
             .open(self.dir.path().join("gateway.log"))
             .unwrap();
         // The default lease and collection interval (minutes): only the
-        // collection at start can finish what a kill left.
+        // collection at start can finish what a kill left. No versions
+        // kept: a delete is a blob's removal, which the kills cut off.
         let child = Command::new(env!("CARGO_BIN_EXE_gateway"))
             .args(["--listen", &self.addr.to_string()])
             .arg("--data-dir")
             .arg(self.data())
-            .args(["--instances", "2", "--orphan-grace", "0s"])
+            .args([
+                "--instances",
+                "2",
+                "--orphan-grace",
+                "0s",
+                "--versions=false",
+            ])
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(log)

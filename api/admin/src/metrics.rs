@@ -100,6 +100,14 @@ async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
     );
     out.sample(name, "", state.files.integrity_failures());
 
+    let name = "wasm_storage_versions_evicted_total";
+    out.family(
+        name,
+        "counter",
+        "Earlier versions and trashed files removed before their retention to make room for an upload within its owner's quota.",
+    );
+    out.sample(name, "", volume::versions_evicted());
+
     out.gauge(
         "wasm_storage_uploads_in_progress",
         "Unfinished resumable uploads (every gateway of this store).",
