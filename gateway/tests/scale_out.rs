@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
+use sha2::{Digest as _, Sha256};
 use volume::{BlobUrl, S3Settings, Volume, VolumeConfig};
 
 const RUN: Duration = Duration::from_secs(20);
@@ -340,6 +341,8 @@ struct Local {
     addr: SocketAddr,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// `--versions`: whether replaced and deleted files are kept.
+    versions: bool,
 }
 
 impl Local {
@@ -354,19 +357,13 @@ impl Local {
             .open(self.dir.path().join("gateway.log"))
             .unwrap();
         // The default lease and collection interval (minutes): only the
-        // collection at start can finish what a kill left. No versions
-        // kept: a delete is a blob's removal, which the kills cut off.
+        // collection at start can finish what a kill left.
         let child = Command::new(env!("CARGO_BIN_EXE_gateway"))
             .args(["--listen", &self.addr.to_string()])
             .arg("--data-dir")
             .arg(self.data())
-            .args([
-                "--instances",
-                "2",
-                "--orphan-grace",
-                "0s",
-                "--versions=false",
-            ])
+            .args(["--instances", "2", "--orphan-grace", "0s"])
+            .arg(format!("--versions={}", self.versions))
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(log)
@@ -487,10 +484,13 @@ async fn storm(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_gateway_killed_mid_delete_finishes_every_removal_at_restart() {
+    // No versions kept: a delete is a blob's removal, which the kills cut
+    // off.
     let mut gateway = Local {
         addr: SocketAddr::from(([127, 0, 0, 1], testsupport::free_port())),
         dir: tempfile::tempdir().unwrap(),
         child: None,
+        versions: false,
     };
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
@@ -564,6 +564,141 @@ async fn a_gateway_killed_mid_delete_finishes_every_removal_at_restart() {
         .collect();
     let unnamed: Vec<_> = gateway.blob_files().difference(&named).cloned().collect();
     assert!(unnamed.is_empty(), "blob files no file names: {unnamed:?}");
+    let log = gateway.log();
+    assert!(!log.contains("panicked"), "the gateway panicked:\n{log}");
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// One client's loop until `stop` on a gateway that keeps versions: PUT
+/// (overwrite) or DELETE one of its paths. Every version a PUT was
+/// acknowledged with: its path, id and body's SHA-256.
+async fn version_storm(
+    client: reqwest::Client,
+    addr: SocketAddr,
+    id: usize,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<(String, String, String)> {
+    let mut acknowledged = Vec::new();
+    let mut n = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        n += 1;
+        let path = format!("v{id}/p{}", n % STORM_PATHS);
+        let url = format!("http://{addr}/files/{path}");
+        if n % 3 == 0 {
+            match client.delete(&url).send().await {
+                Ok(answer) => assert!(
+                    matches!(answer.status().as_u16(), 204 | 404),
+                    "DELETE {url}: {}",
+                    answer.status()
+                ),
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        } else {
+            let body = storm_body(id, n);
+            match client.put(&url).body(body.clone()).send().await {
+                Ok(answer) if answer.status().is_success() => {
+                    let Ok(meta) = answer.json::<serde_json::Value>().await else {
+                        continue; // cut off mid-answer: not acknowledged
+                    };
+                    let version = meta["version_id"].as_str().unwrap().to_owned();
+                    acknowledged.push((path, version, sha256_hex(&body)));
+                }
+                Ok(answer) => panic!("PUT {url}: {}", answer.status()),
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+    acknowledged
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kills_during_overwrites_and_deletes_lose_no_acknowledged_version() {
+    let mut gateway = Local {
+        addr: SocketAddr::from(([127, 0, 0, 1], testsupport::free_port())),
+        dir: tempfile::tempdir().unwrap(),
+        child: None,
+        versions: true,
+    };
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    gateway.start();
+    gateway.wait_ready(&client).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..STORM_CLIENTS)
+        .map(|id| {
+            tokio::spawn(version_storm(
+                client.clone(),
+                gateway.addr,
+                id,
+                stop.clone(),
+            ))
+        })
+        .collect();
+    for _ in 0..4 {
+        tokio::time::sleep(STORM_FOR).await;
+        gateway.kill();
+        gateway.start();
+        gateway.wait_ready(&client).await;
+    }
+    tokio::time::sleep(STORM_FOR).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acknowledged = Vec::new();
+    for worker in clients {
+        acknowledged.extend(worker.await.unwrap());
+    }
+    assert!(
+        acknowledged.len() > 20,
+        "too few writes: {}",
+        acknowledged.len()
+    );
+    // Every acknowledged version reads back by its id, its content intact.
+    for (path, version, digest) in &acknowledged {
+        let answer = client
+            .get(format!(
+                "http://{}/files/{path}?version={version}",
+                gateway.addr
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200, "{path} version {version}");
+        let body = answer.bytes().await.unwrap();
+        assert_eq!(&sha256_hex(&body), digest, "{path} version {version}");
+    }
+    // A restart collects with no grace: what a kill left is finished or
+    // undone, and every blob file is one a current file or a kept version
+    // names, and every one named is there.
+    gateway.kill();
+    gateway.start();
+    gateway.wait_ready(&client).await;
+    let named: std::collections::BTreeSet<String> = gateway
+        .query(
+            "SELECT sha256 FROM files UNION SELECT sha256 FROM file_versions \
+             WHERE sha256 IS NOT NULL",
+        )
+        .into_iter()
+        .collect();
+    let blobs = gateway.blob_files();
+    let unnamed: Vec<_> = blobs.difference(&named).cloned().collect();
+    assert!(
+        unnamed.is_empty(),
+        "orphan blobs after the grace: {unnamed:?}"
+    );
+    let missing: Vec<_> = named.difference(&blobs).cloned().collect();
+    assert!(
+        missing.is_empty(),
+        "versions without their blobs: {missing:?}"
+    );
+    let deleting = gateway.query("SELECT sha256 FROM blobs WHERE state = 'deleting'");
+    assert!(
+        deleting.is_empty(),
+        "removals left unfinished: {deleting:?}"
+    );
     let log = gateway.log();
     assert!(!log.contains("panicked"), "the gateway panicked:\n{log}");
 }

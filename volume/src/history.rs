@@ -460,15 +460,16 @@ pub(crate) async fn usage(
     ))
 }
 
-/// The bytes and rows of `owner`'s kept files the retention governs, read
-/// on `conn`: what making room could free at most.
+/// The bytes and rows (delete markers included) of `owner`'s kept
+/// versions the retention governs, read on `conn`: what making room could
+/// free at most.
 pub(crate) async fn retained_usage(
     conn: &mut AnyConnection,
     owner: Owner,
 ) -> Result<(u64, u64), VolumeError> {
     let (bytes, rows): (i64, i64) = sql::query_as(
         "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT), COUNT(*) FROM file_versions
-         WHERE owner = $1 AND retained = 1 AND sha256 IS NOT NULL",
+         WHERE owner = $1 AND retained = 1",
     )
     .bind(owner.id())
     .fetch_one(conn)
@@ -519,8 +520,8 @@ pub(crate) async fn referenced(db: &Database) -> Result<HashSet<String>, VolumeE
     Ok(rows.into_iter().map(|(hex,)| hex).collect())
 }
 
-/// The oldest of `owner`'s kept files the retention governs, up to
-/// `limit`, read on `conn`: what makes room first.
+/// The oldest of `owner`'s kept versions and delete markers the retention
+/// governs, up to `limit`, read on `conn`: what makes room first.
 pub(crate) async fn oldest_retained(
     conn: &mut AnyConnection,
     owner: Owner,
@@ -528,7 +529,7 @@ pub(crate) async fn oldest_retained(
 ) -> Result<Vec<Kept>, VolumeError> {
     Ok(sql::query_as(&format!(
         "SELECT {READ} FROM file_versions WHERE owner = $1 AND retained = 1
-         AND sha256 IS NOT NULL ORDER BY archived_ms, seq LIMIT $2"
+         ORDER BY archived_ms, seq LIMIT $2"
     ))
     .bind(owner.id())
     .bind(i64::try_from(limit).unwrap_or(i64::MAX))

@@ -261,14 +261,18 @@ pub(crate) async fn make_room(
     }
     let mut used = used;
     let mut evicted = 0u64;
-    while used.saturating_add(needed) > quota {
+    'room: while used.saturating_add(needed) > quota {
         let oldest = history::oldest_retained(tx, owner, 64).await?;
-        if oldest.is_empty() {
-            break;
-        }
+        let mut progress = false;
         for kept in oldest {
             if used.saturating_add(needed) <= quota {
-                break;
+                break 'room;
+            }
+            // Oldest first, a file goes before the marker that hides it (the
+            // marker was made after it); a marker still hiding a file (one
+            // S3's rules keep) stays.
+            if kept.marker && !hides_nothing(tx, owner, &kept).await? {
+                continue;
             }
             history::remove(tx, kept.seq).await?;
             let markers = history::drop_dangling_markers(tx, owner, &kept.meta.path).await?;
@@ -276,6 +280,10 @@ pub(crate) async fn make_room(
                 .saturating_sub(quota::cost(kept.meta.size))
                 .saturating_sub(quota::cost_of(0, markers));
             evicted += 1;
+            progress = true;
+        }
+        if !progress {
+            break;
         }
     }
     if evicted > 0 {
@@ -287,6 +295,20 @@ pub(crate) async fn make_room(
         );
     }
     Ok(used.saturating_add(needed) <= quota)
+}
+
+/// Whether the delete marker `marker` hides no file (none below it, or
+/// another marker), read on `conn`.
+async fn hides_nothing(
+    conn: &mut AnyConnection,
+    owner: Owner,
+    marker: &Kept,
+) -> Result<bool, VolumeError> {
+    let below = history::of_path(conn, owner, &marker.meta.path)
+        .await?
+        .into_iter()
+        .find(|kept| kept.seq < marker.seq);
+    Ok(below.is_none_or(|kept| kept.marker))
 }
 
 /// Whether `digest` is named by no current file and no kept version,

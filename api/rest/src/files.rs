@@ -71,6 +71,9 @@ pub(crate) struct MetaView {
     /// RFC 3339, UTC.
     pub(crate) created: String,
     pub(crate) modified: String,
+    /// Which version of the path this is (`null` where none are kept):
+    /// what `?version=` and `?restore=` name.
+    pub(crate) version_id: String,
 }
 
 impl From<&FileMeta> for MetaView {
@@ -82,6 +85,7 @@ impl From<&FileMeta> for MetaView {
             content_type: meta.content_type.clone(),
             created: rfc3339(meta.created_ms),
             modified: rfc3339(meta.modified_ms),
+            version_id: meta.version_id.clone(),
         }
     }
 }

@@ -171,7 +171,6 @@ struct TrashedView {
     /// What names it to restore or remove.
     id: i64,
     deleted: String,
-    version_id: String,
     #[serde(flatten)]
     file: MetaView,
 }
@@ -191,7 +190,6 @@ async fn list_trash(
         .map(|item| TrashedView {
             id: item.id,
             deleted: rfc3339(item.deleted_ms),
-            version_id: item.file.version_id.clone(),
             file: MetaView::from(&item.file),
         })
         .collect();

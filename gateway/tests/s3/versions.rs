@@ -253,7 +253,10 @@ async fn one_truth_across_s3_the_aws_cli_rclone_and_curl_on_rest() {
         ])
         .await;
         assert_eq!(status, 200);
-        assert!(std::fs::read(&first).unwrap() == bodies[0], "?version= on REST");
+        assert!(
+            std::fs::read(&first).unwrap() == bodies[0],
+            "?version= on REST"
+        );
         let (status, restored) = curl(&[
             "-X",
             "POST",
@@ -389,8 +392,7 @@ fn out_arg(path: &Path) -> &str {
 /// truncated to the second: so after the version it names, and before one
 /// made 1.1 s later), in the form rclone's `--s3-version-at` takes.
 fn just_after(modified: &str) -> String {
-    let at = httpdate::parse_http_date(modified)
-        .unwrap_or_else(|e| panic!("{modified}: {e}"))
+    let at = httpdate::parse_http_date(modified).unwrap_or_else(|e| panic!("{modified}: {e}"))
         + Duration::from_secs(1);
     humantime::format_rfc3339_millis(at).to_string()
 }
