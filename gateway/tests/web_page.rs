@@ -10,6 +10,8 @@
 //! Resumable uploads (tus, issue 23): a 200 MB upload through the page
 //! survives a gateway restart, and a reload mid-upload offers to resume it;
 //! the recording proxy counts the bytes each PATCH passed on.
+//! Versions and trash (issue 32): a file deleted in the page comes back from
+//! the Trash view byte for byte, and an overwritten one from its History.
 //!
 //! Needs Debian's `chromium`, `chromium-driver` and `ffmpeg`
 //! (`scripts/install-test-deps.sh` installs them).
@@ -1817,4 +1819,201 @@ async fn forgetting_an_offered_upload_terminates_it_in_chromium() {
     browser.close().await.unwrap();
     server.stop().await;
     drop(proxy);
+}
+
+/// The paths in the trash of the user with `token` (`GET /trash`).
+async fn trash_paths(server: &TestServer, token: &str) -> Vec<String> {
+    let response = server
+        .client
+        .get(server.url("/trash"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "GET /trash: {response:?}");
+    let trash: serde_json::Value = response.json().await.unwrap();
+    trash["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["path"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Delete the file row `name` through its Delete button, and wait for the
+/// row to go.
+async fn delete_in_page(browser: &Client, name: &str) {
+    click(
+        browser,
+        &format!("tr[data-path=\"{name}\"] button[aria-label='Delete {name}']"),
+    )
+    .await;
+    browser.accept_alert().await.unwrap();
+    eventually(&format!("{name} to leave the listing"), || async {
+        !listed_paths(browser).await.iter().any(|path| path == name)
+    })
+    .await;
+}
+
+/// Versions and trash in the page (issue 32), as a signed-in user (the
+/// session's CSRF token on every write): a file deleted in the page is in
+/// the Trash view and reads back byte for byte after Restore; Delete
+/// forever and Empty trash leave nothing; an overwritten file's History
+/// lists both versions, downloads the first by its id and restores it,
+/// byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trash_and_history_restore_byte_for_byte_in_chromium() {
+    const PASSWORD: &str = "correct horse battery staple";
+    let server = TestServer::start(|_| {}).await;
+    server.add_user("alice", PASSWORD, false, None).await;
+    let token = server.create_token("alice").await;
+    let kept = random_bytes(70_000);
+    let first = random_bytes(3_000);
+    let second = random_bytes(5_000);
+    put_as(&server, &token, "kept.bin", kept.clone()).await;
+    put_as(&server, &token, "scratch.txt", b"for the bin\n".to_vec()).await;
+    put_as(&server, &token, "draft.bin", first.clone()).await;
+    put_as(&server, &token, "draft.bin", second.clone()).await;
+
+    let scratch = tempfile::tempdir().unwrap();
+    let driver = Driver::start().await;
+    let browser = driver.browser(&scratch.path().join("profile"), None).await;
+    browser.goto(&server.url("/")).await.unwrap();
+    sign_in(&browser, "alice", PASSWORD).await;
+    eventually("the files", || {
+        present(&browser, "tr[data-path=\"kept.bin\"]")
+    })
+    .await;
+    let usage = text_of(&browser, "usage").await;
+    assert!(
+        usage.contains("used (files, earlier versions and trash)"),
+        "{usage}"
+    );
+
+    // Deleted in the page: in the trash, and back from it byte for byte.
+    delete_in_page(&browser, "kept.bin").await;
+    assert_eq!(get_as(&server, &token, "kept.bin").await.0, 404);
+    click(&browser, "#trash-open").await;
+    let in_trash = "#trash-list tr[data-path=\"kept.bin\"]";
+    eventually("kept.bin in the trash", || present(&browser, in_trash)).await;
+    let deleted = browser
+        .find(Locator::Css(in_trash))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(deleted.contains("68.4 KiB"), "{deleted}");
+    click(&browser, &format!("{in_trash} button.restore")).await;
+    eventually("kept.bin back in the listing", || async {
+        listed_paths(&browser)
+            .await
+            .iter()
+            .any(|path| path == "kept.bin")
+    })
+    .await;
+    assert!(!present(&browser, in_trash).await);
+    assert_eq!(
+        text_of(&browser, "trash-status").await,
+        "Restored kept.bin."
+    );
+    let (status, body) = get_as(&server, &token, "kept.bin").await;
+    assert_eq!(status, 200);
+    assert!(body == kept, "the restored bytes differ");
+    click(&browser, "#trash-dialog .dialog-head button").await;
+
+    // Overwritten twice: the history lists both; restore the first.
+    click(
+        &browser,
+        "tr[data-path=\"draft.bin\"] button[aria-label='History of draft.bin']",
+    )
+    .await;
+    let version_rows = "return [...document.querySelectorAll('#history-list tr[data-version]')]\
+         .map((row) => [row.dataset.version, row.dataset.state || '', !!row.querySelector('button.restore')])";
+    eventually("two versions listed", || async {
+        eval(&browser, version_rows).await.as_array().unwrap().len() == 2
+    })
+    .await;
+    let listed: Vec<(String, String, bool)> =
+        serde_json::from_value(eval(&browser, version_rows).await).unwrap();
+    assert_eq!(listed[0].1, "current");
+    assert!(!listed[0].2, "no Restore on the current version");
+    assert_eq!(listed[1].1, "");
+    assert!(listed[1].2);
+    let oldest = &listed[1].0;
+    let history: serde_json::Value = server
+        .client
+        .get(server.url("/files/draft.bin?versions"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(history["versions"][1]["version_id"], json!(oldest));
+    assert_eq!(history["versions"][1]["size"], json!(first.len()));
+    // The first version's Download link reads it by its id.
+    let href = browser
+        .find(Locator::Css(&format!(
+            "#history-list tr[data-version=\"{oldest}\"] a.download"
+        )))
+        .await
+        .unwrap()
+        .prop("href")
+        .await
+        .unwrap()
+        .unwrap();
+    let by_id = server
+        .client
+        .get(&href)
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_id.status(), 200, "{href}");
+    assert!(by_id.bytes().await.unwrap() == first, "{href} differs");
+    click(
+        &browser,
+        &format!("#history-list tr[data-version=\"{oldest}\"] button.restore"),
+    )
+    .await;
+    eventually("the restore, a third version", || async {
+        eval(&browser, version_rows).await.as_array().unwrap().len() == 3
+    })
+    .await;
+    let (status, body) = get_as(&server, &token, "draft.bin").await;
+    assert_eq!(status, 200);
+    assert!(body == first, "the restored version's bytes differ");
+    click(&browser, "#history-dialog .dialog-head button").await;
+
+    // Delete forever one item, then empty the trash of the rest.
+    delete_in_page(&browser, "scratch.txt").await;
+    delete_in_page(&browser, "kept.bin").await;
+    click(&browser, "#trash-open").await;
+    eventually("both in the trash", || async {
+        present(&browser, "#trash-list tr[data-path=\"scratch.txt\"]").await
+            && present(&browser, "#trash-list tr[data-path=\"kept.bin\"]").await
+    })
+    .await;
+    click(
+        &browser,
+        "#trash-list tr[data-path=\"scratch.txt\"] button.purge",
+    )
+    .await;
+    browser.accept_alert().await.unwrap();
+    eventually("scratch.txt gone from the trash view", || async {
+        !present(&browser, "#trash-list tr[data-path=\"scratch.txt\"]").await
+    })
+    .await;
+    assert_eq!(trash_paths(&server, &token).await, ["kept.bin"]);
+    click(&browser, "#trash-empty").await;
+    browser.accept_alert().await.unwrap();
+    eventually("the empty trash", || shown(&browser, "trash-empty-note")).await;
+    assert!(trash_paths(&server, &token).await.is_empty());
+    assert_eq!(get_as(&server, &token, "kept.bin").await.0, 404);
+    assert_eq!(get_as(&server, &token, "scratch.txt").await.0, 404);
+
+    browser.close().await.unwrap();
+    server.stop().await;
 }
