@@ -131,4 +131,21 @@ if [ ${#NPM_TOOLS[@]} -gt 0 ]; then
   fi
 fi
 
+# Go tools, pinned (MODULE@VERSION), built into the venv's bin (where
+# testsupport::find_tool looks): MinIO's client `mc` for the versioning
+# tests (mc tags releases, not semver: a pseudo-version pins one commit).
+GO_TOOLS=(
+  github.com/minio/mc@v0.0.0-20250313080218-cf909e1063a9
+)
+for spec in "${GO_TOOLS[@]}"; do
+  name=${spec%@*}
+  name=${name##*/}
+  stamp=$venv/bin/.$name.version
+  if [ ! -x "$venv/bin/$name" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$spec" ]; then
+    echo "install-test-deps: go install $spec"
+    GOBIN=$venv/bin go install "$spec"
+    echo "$spec" >"$stamp"
+  fi
+done
+
 echo "install-test-deps: ready (tools in $root/.tools)"

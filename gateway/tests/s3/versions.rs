@@ -494,3 +494,83 @@ async fn a_delete_gains_no_room_and_an_upload_takes_the_oldest_trash() {
     })
     .await;
 }
+
+/// `mc` (MinIO's client) on `server` as the key's owner (`MC_HOST_gw`), its
+/// configuration in `dir`.
+async fn mc(server: &S3TestServer, key: &(String, String), dir: &Path, args: &[&str]) -> String {
+    let endpoint = server.endpoint();
+    let host = endpoint.trim_start_matches("http://");
+    let mut command = clean(&tool("mc"));
+    command
+        .env("MC_HOST_gw", format!("http://{}:{}@{host}", key.0, key.1))
+        .arg("--config-dir")
+        .arg(dir.join("mc"))
+        .args(["--no-color", "--disable-pager"])
+        .args(args);
+    let output = run(command, Duration::from_secs(120)).await;
+    succeeded(&output, &format!("mc {}", args.join(" ")))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mc_enables_versioning_and_lists_every_version() {
+    within(Duration::from_secs(300), async {
+        let (server, key) = with_alice().await;
+        let work = tempfile::tempdir().unwrap();
+        let dir = work.path();
+        mc(&server, &key, dir, &["mb", "gw/mcv"]).await;
+        let info = mc(&server, &key, dir, &["version", "info", "gw/mcv"]).await;
+        assert!(!info.contains("enabled"), "a new bucket: {info}");
+        mc(&server, &key, dir, &["version", "enable", "gw/mcv"]).await;
+        let info = mc(&server, &key, dir, &["version", "info", "gw/mcv"]).await;
+        assert!(info.contains("versioning is enabled"), "{info}");
+        for content in ["first draft", "second draft", "final"] {
+            let file = dir.join("doc.txt");
+            std::fs::write(&file, content).unwrap();
+            mc(
+                &server,
+                &key,
+                dir,
+                &["cp", file.to_str().unwrap(), "gw/mcv/doc.txt"],
+            )
+            .await;
+        }
+        mc(&server, &key, dir, &["rm", "gw/mcv/doc.txt"]).await;
+        let listed = mc(&server, &key, dir, &["ls", "--versions", "gw/mcv"]).await;
+        let lines: Vec<&str> = listed
+            .lines()
+            .filter(|line| line.contains("doc.txt"))
+            .collect();
+        // Three versions and the delete marker, newest first.
+        assert_eq!(lines.len(), 4, "mc ls --versions:\n{listed}");
+        assert!(
+            lines[0].contains("DEL"),
+            "the delete marker first:\n{listed}"
+        );
+        let got = mc(
+            &server,
+            &key,
+            dir,
+            &[
+                "cat",
+                "--version-id",
+                &version_of(lines[1]),
+                "gw/mcv/doc.txt",
+            ],
+        )
+        .await;
+        assert_eq!(got, "final");
+        mc(&server, &key, dir, &["version", "suspend", "gw/mcv"]).await;
+        let info = mc(&server, &key, dir, &["version", "info", "gw/mcv"]).await;
+        assert!(info.contains("suspended"), "{info}");
+    })
+    .await;
+}
+
+/// The version id in a line of `mc ls --versions` (the field before
+/// `v<N>`, or the one ending the metadata).
+fn version_of(line: &str) -> String {
+    line.split_whitespace()
+        .find(|field| field.len() == 32 && field.bytes().all(|b| b.is_ascii_hexdigit()))
+        .unwrap_or_else(|| panic!("no version id in {line:?}"))
+        .to_owned()
+}
