@@ -1535,41 +1535,60 @@ print(json.dumps(out))
 // ---------------------------------------------------------------------------
 // The shared backend: PostgreSQL and blobs in an S3 store (SeaweedFS).
 
+/// The servers a shared backend runs on, stopped when dropped.
+struct SharedBackend {
+    _postgres: testsupport::Postgres,
+    _seaweed: testsupport::Seaweed,
+}
+
+/// A gateway on PostgreSQL with its blobs in SeaweedFS's S3 (`name`: the
+/// bucket's), with alice and her key (made by the binary's CLI, which
+/// reads the same database).
+async fn on_postgres_and_seaweedfs(
+    name: &'static str,
+) -> (S3TestServer, (String, String), SharedBackend) {
+    let (postgres, seaweed) = tokio::task::spawn_blocking(move || {
+        (
+            testsupport::Postgres::start().unwrap(),
+            testsupport::Seaweed::start(name).unwrap(),
+        )
+    })
+    .await
+    .unwrap();
+    let server = S3TestServer::start(|config| {
+        config.database_url = Some(postgres.url("postgres").parse().unwrap());
+        config.blob_store = Some(format!("s3://{}/blobs", seaweed.bucket()).parse().unwrap());
+        config.s3 = volume::S3Settings {
+            endpoint: Some(seaweed.endpoint()),
+            region: Some(seaweed.region().to_owned()),
+            access_key_id: Some(seaweed.access_key().to_owned()),
+            secret_access_key: Some(seaweed.secret_key().to_owned()),
+            allow_http: Some(true),
+        };
+    })
+    .await;
+    server.server.add_user("alice", PASSWORD, false, None).await;
+    let mut command = gateway_cli(&server);
+    command
+        .args(["--database-url", &postgres.url("postgres")])
+        .args(["key", "create", "alice"]);
+    let stdout = succeeded(
+        &run(command, Duration::from_secs(60)).await,
+        "gateway key create",
+    );
+    let fields: Vec<&str> = stdout.split_whitespace().collect();
+    let key = (fields[0].to_owned(), fields[1].to_owned());
+    let backend = SharedBackend {
+        _postgres: postgres,
+        _seaweed: seaweed,
+    };
+    (server, key, backend)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn boto3_on_postgres_and_s3_blobs() {
     within(Duration::from_secs(900), async {
-        let (postgres, seaweed) = tokio::task::spawn_blocking(|| {
-            (
-                testsupport::Postgres::start().unwrap(),
-                testsupport::Seaweed::start("s3-blobs").unwrap(),
-            )
-        })
-        .await
-        .unwrap();
-        let server = S3TestServer::start(|config| {
-            config.database_url = Some(postgres.url("postgres").parse().unwrap());
-            config.blob_store = Some(format!("s3://{}/blobs", seaweed.bucket()).parse().unwrap());
-            config.s3 = volume::S3Settings {
-                endpoint: Some(seaweed.endpoint()),
-                region: Some(seaweed.region().to_owned()),
-                access_key_id: Some(seaweed.access_key().to_owned()),
-                secret_access_key: Some(seaweed.secret_key().to_owned()),
-                allow_http: Some(true),
-            };
-        })
-        .await;
-        server.server.add_user("alice", PASSWORD, false, None).await;
-        // The binary's CLI reads the same database.
-        let mut command = gateway_cli(&server);
-        command
-            .args(["--database-url", &postgres.url("postgres")])
-            .args(["key", "create", "alice"]);
-        let stdout = succeeded(
-            &run(command, Duration::from_secs(60)).await,
-            "gateway key create",
-        );
-        let fields: Vec<&str> = stdout.split_whitespace().collect();
-        let key = (fields[0].to_owned(), fields[1].to_owned());
+        let (server, key, _backend) = on_postgres_and_seaweedfs("s3-blobs").await;
         let mut args = vec!["--users"];
         for case in SERVER_BUGS {
             args.extend(["--skip", case]);

@@ -21,10 +21,10 @@ impl FileService {
         path: &FilePath,
         version_id: &str,
     ) -> Result<Version, ServiceError> {
-        self.volume
-            .version(owner, path, version_id)
-            .await
-            .map_err(|error| ServiceError::from_volume(error, path.as_str()))
+        mapped(
+            self.volume.version(owner, path, version_id).await,
+            path.as_str(),
+        )
     }
 
     /// Every version of `path`, newest first.
@@ -33,10 +33,7 @@ impl FileService {
         owner: Owner,
         path: &FilePath,
     ) -> Result<Vec<Version>, ServiceError> {
-        self.volume
-            .versions_of(owner, path)
-            .await
-            .map_err(|error| ServiceError::from_volume(error, path.as_str()))
+        mapped(self.volume.versions_of(owner, path).await, path.as_str())
     }
 
     /// Delete `path`'s latest version: a delete marker where versions are
@@ -55,10 +52,7 @@ impl FileService {
             &[Change::Tree(path.as_str()), Change::One(parent)],
         )
         .await?;
-        self.volume
-            .delete_latest(owner, path)
-            .await
-            .map_err(|error| ServiceError::from_volume(error, path.as_str()))
+        mapped(self.volume.delete_latest(owner, path).await, path.as_str())
     }
 
     /// Remove the version `version_id` of `path` for good; what was
@@ -77,10 +71,10 @@ impl FileService {
             &[Change::Tree(path.as_str()), Change::One(parent)],
         )
         .await?;
-        self.volume
-            .delete_version(owner, path, version_id)
-            .await
-            .map_err(|error| ServiceError::from_volume(error, path.as_str()))
+        mapped(
+            self.volume.delete_version(owner, path, version_id).await,
+            path.as_str(),
+        )
     }
 
     /// Make the version `version_id` of `path` its current file again (a
@@ -91,10 +85,10 @@ impl FileService {
         path: &FilePath,
         version_id: &str,
     ) -> Result<FileMeta, ServiceError> {
-        self.volume
-            .restore_version(owner, path, version_id)
-            .await
-            .map_err(|error| ServiceError::from_volume(error, path.as_str()))
+        mapped(
+            self.volume.restore_version(owner, path, version_id).await,
+            path.as_str(),
+        )
     }
 
     /// A page of every version under a key range (see
@@ -107,10 +101,12 @@ impl FileService {
         upper: Option<&str>,
         limit: usize,
     ) -> Result<VersionPage, ServiceError> {
-        self.volume
-            .list_versions(owner, lower, after, upper, limit)
-            .await
-            .map_err(|error| ServiceError::from_volume(error, lower))
+        mapped(
+            self.volume
+                .list_versions(owner, lower, after, upper, limit)
+                .await,
+            lower,
+        )
     }
 
     /// The versioning S3 reports for a bucket (`None`: never configured).
@@ -119,10 +115,7 @@ impl FileService {
         owner: Owner,
         bucket: &str,
     ) -> Result<Option<Versioning>, ServiceError> {
-        self.volume
-            .bucket_versioning(owner, bucket)
-            .await
-            .map_err(|error| ServiceError::from_volume(error, bucket))
+        mapped(self.volume.bucket_versioning(owner, bucket).await, bucket)
     }
 
     /// Set a bucket's versioning.
@@ -132,10 +125,12 @@ impl FileService {
         bucket: &str,
         state: Versioning,
     ) -> Result<(), ServiceError> {
-        self.volume
-            .set_bucket_versioning(owner, bucket, state)
-            .await
-            .map_err(|error| ServiceError::from_volume(error, bucket))
+        mapped(
+            self.volume
+                .set_bucket_versioning(owner, bucket, state)
+                .await,
+            bucket,
+        )
     }
 
     /// Forget a deleted bucket's versioning.
@@ -144,10 +139,10 @@ impl FileService {
         owner: Owner,
         bucket: &str,
     ) -> Result<(), ServiceError> {
-        self.volume
-            .forget_bucket_versioning(owner, bucket)
-            .await
-            .map_err(|error| ServiceError::from_volume(error, bucket))
+        mapped(
+            self.volume.forget_bucket_versioning(owner, bucket).await,
+            bucket,
+        )
     }
 
     /// Whether an earlier version or a delete marker lies under `prefix`.
@@ -156,10 +151,10 @@ impl FileService {
         owner: Owner,
         prefix: &Prefix,
     ) -> Result<bool, ServiceError> {
-        self.volume
-            .keeps_versions_under(owner, prefix)
-            .await
-            .map_err(|error| ServiceError::from_volume(error, prefix.as_str()))
+        mapped(
+            self.volume.keeps_versions_under(owner, prefix).await,
+            prefix.as_str(),
+        )
     }
 
     /// A page of `owner`'s trash, newest delete first.
@@ -169,33 +164,32 @@ impl FileService {
         before: Option<i64>,
         limit: usize,
     ) -> Result<TrashPage, ServiceError> {
-        self.volume
-            .trash(owner, before, limit)
-            .await
-            .map_err(|error| ServiceError::from_volume(error, "the trash"))
+        mapped(self.volume.trash(owner, before, limit).await, "the trash")
     }
 
     /// Restore a deleted file (at its path, or beside it when taken).
     pub async fn restore_trashed(&self, owner: Owner, id: i64) -> Result<FileMeta, ServiceError> {
-        self.volume
-            .restore_trashed(owner, id)
-            .await
-            .map_err(|error| ServiceError::from_volume(error, &format!("trash item {id}")))
+        mapped(
+            self.volume.restore_trashed(owner, id).await,
+            &format!("trash item {id}"),
+        )
     }
 
     /// Remove a deleted file for good, with the versions before it.
     pub async fn purge_trashed(&self, owner: Owner, id: i64) -> Result<(), ServiceError> {
-        self.volume
-            .purge_trashed(owner, id)
-            .await
-            .map_err(|error| ServiceError::from_volume(error, &format!("trash item {id}")))
+        mapped(
+            self.volume.purge_trashed(owner, id).await,
+            &format!("trash item {id}"),
+        )
     }
 
     /// Remove everything in `owner`'s trash for good; how many files went.
     pub async fn empty_trash(&self, owner: Owner) -> Result<u64, ServiceError> {
-        self.volume
-            .empty_trash(owner)
-            .await
-            .map_err(|error| ServiceError::from_volume(error, "the trash"))
+        mapped(self.volume.empty_trash(owner).await, "the trash")
     }
+}
+
+/// A volume's answer in the service's words, naming `what` it was about.
+fn mapped<T>(result: Result<T, volume::VolumeError>, what: &str) -> Result<T, ServiceError> {
+    result.map_err(|error| ServiceError::from_volume(error, what))
 }

@@ -42,37 +42,7 @@ async fn the_versioning_suite_passes_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_versioning_suite_passes_on_postgres_and_seaweedfs() {
     within(Duration::from_secs(900), async {
-        let (postgres, seaweed) = tokio::task::spawn_blocking(|| {
-            (
-                testsupport::Postgres::start().unwrap(),
-                testsupport::Seaweed::start("versions").unwrap(),
-            )
-        })
-        .await
-        .unwrap();
-        let server = S3TestServer::start(|config| {
-            config.database_url = Some(postgres.url("postgres").parse().unwrap());
-            config.blob_store = Some(format!("s3://{}/blobs", seaweed.bucket()).parse().unwrap());
-            config.s3 = volume::S3Settings {
-                endpoint: Some(seaweed.endpoint()),
-                region: Some(seaweed.region().to_owned()),
-                access_key_id: Some(seaweed.access_key().to_owned()),
-                secret_access_key: Some(seaweed.secret_key().to_owned()),
-                allow_http: Some(true),
-            };
-        })
-        .await;
-        server.server.add_user("alice", PASSWORD, false, None).await;
-        let mut command = gateway_cli(&server);
-        command
-            .args(["--database-url", &postgres.url("postgres")])
-            .args(["key", "create", "alice"]);
-        let stdout = succeeded(
-            &run(command, Duration::from_secs(60)).await,
-            "gateway key create",
-        );
-        let fields: Vec<&str> = stdout.split_whitespace().collect();
-        let key = (fields[0].to_owned(), fields[1].to_owned());
+        let (server, key, _backend) = on_postgres_and_seaweedfs("versions").await;
         versions_suite(&server, &key).await;
     })
     .await;
