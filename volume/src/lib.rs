@@ -84,8 +84,9 @@ pub use crate::footprints::{FootprintRecord, FootprintRetention, FootprintStore,
 use crate::ledger::BlobState;
 pub use crate::path::{FilePath, PathError, Prefix};
 pub use crate::quota::ENTRY_OVERHEAD;
+pub use crate::quota::versions_evicted;
 pub use crate::samples::{ProcessSample, SampleStore};
-pub use crate::trash::{TrashPage, Trashed, versions_evicted};
+pub use crate::trash::{TrashPage, Trashed};
 use crate::tree::Tree;
 pub use crate::types::{
     DEFAULT_RETENTION, Digest, Digests, Entry, FileMeta, HistoryPolicy, Listing, NULL_VERSION,

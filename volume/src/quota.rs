@@ -6,7 +6,7 @@
 //! file, folder, share link, kept version, delete marker and kept upload
 //! part, so that nothing an owner can make is free. A change that needs
 //! room first takes it from the oldest versions the operator's retention
-//! governs (`trash::make_room`), never from current files. A change that would take them past their quota is
+//! governs ([`make_room`]), never from current files. A change that would take them past their quota is
 //! refused in the transaction that makes it, after taking their user row
 //! (accounts) so one owner's changes are weighed one at a time.
 //!
@@ -15,15 +15,17 @@
 //! owner's tree (`Database::lock_tree`), then the rows it changes; so none
 //! deadlocks.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use sqlx::AnyConnection;
 
 use crate::accounts;
 use crate::db::{Database, WriteTx};
 use crate::error::VolumeError;
 use crate::history;
+use crate::history::Kept;
 use crate::path::FilePath;
 use crate::properties;
-use crate::trash;
 use crate::tree::Tree;
 use crate::types::Owner;
 use crate::uploads;
@@ -133,9 +135,7 @@ pub(crate) async fn check(
         return Ok(());
     };
     let used = usage(db, conn, owner, leaving).await?;
-    if used.saturating_add(size) > quota
-        && !trash::make_room(conn, owner, quota, used, size).await?
-    {
+    if used.saturating_add(size) > quota && !make_room(conn, owner, quota, used, size).await? {
         let used = usage(db, conn, owner, leaving).await?;
         return Err(VolumeError::QuotaExceeded { quota, used, size });
     }
@@ -160,7 +160,7 @@ pub(crate) async fn check_made(
         return Ok(());
     }
     let after = usage(db, conn, owner, Leaving::NOTHING).await?;
-    if after > quota && !trash::make_room(conn, owner, quota, after, 0).await? {
+    if after > quota && !make_room(conn, owner, quota, after, 0).await? {
         return Err(VolumeError::QuotaExceeded {
             quota,
             used: after.saturating_sub(added),
@@ -184,7 +184,7 @@ pub(crate) async fn settle(
         return Ok(());
     };
     let used = usage(db, conn, owner, Leaving::NOTHING).await?;
-    if used > quota && !trash::make_room(conn, owner, quota, used, 0).await? {
+    if used > quota && !make_room(conn, owner, quota, used, 0).await? {
         return Err(VolumeError::QuotaExceeded {
             quota,
             used,
@@ -249,4 +249,87 @@ impl accounts::Accounts {
         })
         .await
     }
+}
+
+/// How many kept versions made room for an upload, since the process
+/// started (`/metrics`: `wasm_storage_versions_evicted_total`).
+static EVICTED: AtomicU64 = AtomicU64::new(0);
+
+/// How many kept versions made room for an upload since the process
+/// started.
+pub fn versions_evicted() -> u64 {
+    EVICTED.load(Ordering::Relaxed)
+}
+
+/// Make room for `needed` more bytes of `owner`'s, who uses `used` of
+/// `quota`, inside `tx`: remove their oldest versions the retention
+/// governs (never a current file, never a version S3's rules keep), and
+/// the markers that then hide nothing, until it fits. Whether it does:
+/// nothing is removed when even all of them would not make room. The
+/// blobs let go are released by the next collection.
+pub(crate) async fn make_room(
+    tx: &mut AnyConnection,
+    owner: Owner,
+    quota: u64,
+    used: u64,
+    needed: u64,
+) -> Result<bool, VolumeError> {
+    let (bytes, files) = history::retained_usage(tx, owner).await?;
+    if used
+        .saturating_sub(cost_of(bytes, files))
+        .saturating_add(needed)
+        > quota
+    {
+        return Ok(false);
+    }
+    let mut used = used;
+    let mut evicted = 0u64;
+    'room: while used.saturating_add(needed) > quota {
+        let oldest = history::oldest_retained(tx, owner, 64).await?;
+        let mut progress = false;
+        for kept in oldest {
+            if used.saturating_add(needed) <= quota {
+                break 'room;
+            }
+            // Oldest first, a file goes before the marker that hides it (the
+            // marker was made after it); a marker still hiding a file (one
+            // S3's rules keep) stays.
+            if kept.marker && !hides_nothing(tx, owner, &kept).await? {
+                continue;
+            }
+            history::remove(tx, kept.seq).await?;
+            let markers = history::drop_dangling_markers(tx, owner, &kept.meta.path).await?;
+            used = used
+                .saturating_sub(cost(kept.meta.size))
+                .saturating_sub(cost_of(0, markers));
+            evicted += 1;
+            progress = true;
+        }
+        if !progress {
+            break;
+        }
+    }
+    if evicted > 0 {
+        EVICTED.fetch_add(evicted, Ordering::Relaxed);
+        tracing::info!(
+            owner = owner.id(),
+            evicted,
+            "removed the oldest kept versions to make room for an upload"
+        );
+    }
+    Ok(used.saturating_add(needed) <= quota)
+}
+
+/// Whether the delete marker `marker` hides no file (none below it, or
+/// another marker), read on `conn`.
+async fn hides_nothing(
+    conn: &mut AnyConnection,
+    owner: Owner,
+    marker: &Kept,
+) -> Result<bool, VolumeError> {
+    let below = history::of_path(conn, owner, &marker.meta.path)
+        .await?
+        .into_iter()
+        .find(|kept| kept.seq < marker.seq);
+    Ok(below.is_none_or(|kept| kept.marker))
 }

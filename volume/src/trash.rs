@@ -3,11 +3,9 @@
 //! them (newest delete first), restores one to its path (or beside it, if
 //! the path holds a file again), or removes it for good with the versions
 //! before it. Versions the operator's retention governs expire after it
-//! ([`Volume::expire_history`], run by every collection), and make room
-//! for an upload that would pass the owner's quota, oldest first
-//! ([`make_room`]). Owns no table.
-
-use std::sync::atomic::{AtomicU64, Ordering};
+//! ([`Volume::expire_history`], run by every collection); the quota takes
+//! the oldest first when a change needs room (`quota::make_room`). Owns no
+//! table.
 
 use sqlx::AnyConnection;
 
@@ -16,20 +14,9 @@ use crate::db::{Database, WriteTx};
 use crate::error::VolumeError;
 use crate::history::{self, Kept};
 use crate::path::FilePath;
-use crate::quota;
 use crate::tree::Tree;
 use crate::types::{Digest, FileMeta, Owner, now_ms};
 use crate::versions::promote_newest;
-
-/// How many kept versions made room for an upload, since the process
-/// started (`/metrics`: `wasm_storage_versions_evicted_total`).
-static EVICTED: AtomicU64 = AtomicU64::new(0);
-
-/// How many kept versions made room for an upload since the process
-/// started.
-pub fn versions_evicted() -> u64 {
-    EVICTED.load(Ordering::Relaxed)
-}
 
 /// A deleted file, as the trash lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,79 +223,6 @@ async fn trashed_in(
         .filter(|kept| !kept.marker)
         .ok_or_else(not_found)?;
     Ok((marker, below))
-}
-
-/// Make room for `needed` more bytes of `owner`'s, who uses `used` of
-/// `quota`, inside `tx`: remove their oldest versions the retention
-/// governs (never a current file, never a version S3's rules keep), and
-/// the markers that then hide nothing, until it fits. Whether it does:
-/// nothing is removed when even all of them would not make room. The
-/// blobs let go are released by the next collection.
-pub(crate) async fn make_room(
-    tx: &mut AnyConnection,
-    owner: Owner,
-    quota: u64,
-    used: u64,
-    needed: u64,
-) -> Result<bool, VolumeError> {
-    let (bytes, files) = history::retained_usage(tx, owner).await?;
-    if used
-        .saturating_sub(quota::cost_of(bytes, files))
-        .saturating_add(needed)
-        > quota
-    {
-        return Ok(false);
-    }
-    let mut used = used;
-    let mut evicted = 0u64;
-    'room: while used.saturating_add(needed) > quota {
-        let oldest = history::oldest_retained(tx, owner, 64).await?;
-        let mut progress = false;
-        for kept in oldest {
-            if used.saturating_add(needed) <= quota {
-                break 'room;
-            }
-            // Oldest first, a file goes before the marker that hides it (the
-            // marker was made after it); a marker still hiding a file (one
-            // S3's rules keep) stays.
-            if kept.marker && !hides_nothing(tx, owner, &kept).await? {
-                continue;
-            }
-            history::remove(tx, kept.seq).await?;
-            let markers = history::drop_dangling_markers(tx, owner, &kept.meta.path).await?;
-            used = used
-                .saturating_sub(quota::cost(kept.meta.size))
-                .saturating_sub(quota::cost_of(0, markers));
-            evicted += 1;
-            progress = true;
-        }
-        if !progress {
-            break;
-        }
-    }
-    if evicted > 0 {
-        EVICTED.fetch_add(evicted, Ordering::Relaxed);
-        tracing::info!(
-            owner = owner.id(),
-            evicted,
-            "removed the oldest kept versions to make room for an upload"
-        );
-    }
-    Ok(used.saturating_add(needed) <= quota)
-}
-
-/// Whether the delete marker `marker` hides no file (none below it, or
-/// another marker), read on `conn`.
-async fn hides_nothing(
-    conn: &mut AnyConnection,
-    owner: Owner,
-    marker: &Kept,
-) -> Result<bool, VolumeError> {
-    let below = history::of_path(conn, owner, &marker.meta.path)
-        .await?
-        .into_iter()
-        .find(|kept| kept.seq < marker.seq);
-    Ok(below.is_none_or(|kept| kept.marker))
 }
 
 /// Whether `digest` is named by no current file and no kept version,

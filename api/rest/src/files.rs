@@ -17,8 +17,9 @@ use axum::{Json, Router};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
 
-use volume::{Entry, FileMeta, FilePath, Prefix};
+use volume::{Entry, FilePath, Prefix};
 
+use crate::meta::MetaView;
 use crate::{RestState, history};
 use api_common::ApiError;
 use api_common::answer::file_response;
@@ -59,35 +60,6 @@ pub(crate) fn router() -> Router<RestState> {
                 .post(post_file)
                 .delete(delete_file),
         )
-}
-
-/// File metadata as clients see it.
-#[derive(Debug, Serialize)]
-pub(crate) struct MetaView {
-    pub(crate) path: String,
-    pub(crate) size: u64,
-    pub(crate) sha256: String,
-    pub(crate) content_type: String,
-    /// RFC 3339, UTC.
-    pub(crate) created: String,
-    pub(crate) modified: String,
-    /// Which version of the path this is (`null` where none are kept):
-    /// what `?version=` and `?restore=` name.
-    pub(crate) version_id: String,
-}
-
-impl From<&FileMeta> for MetaView {
-    fn from(meta: &FileMeta) -> Self {
-        Self {
-            path: meta.path.clone(),
-            size: meta.size,
-            sha256: meta.sha256.clone(),
-            content_type: meta.content_type.clone(),
-            created: rfc3339(meta.created_ms),
-            modified: rfc3339(meta.modified_ms),
-            version_id: meta.version_id.clone(),
-        }
-    }
 }
 
 #[derive(Debug, Serialize)]

@@ -26,7 +26,7 @@ use volume::{FilePath, Version};
 use api_common::headers::parse_if_none_match;
 
 use crate::RestState;
-use crate::files::MetaView;
+use crate::meta::MetaView;
 
 pub(crate) fn router() -> Router<RestState> {
     Router::new()

@@ -12,6 +12,7 @@
 
 mod files;
 mod history;
+mod meta;
 mod share;
 mod sign_in;
 mod uploads;

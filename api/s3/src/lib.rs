@@ -50,6 +50,7 @@ pub mod keys;
 mod list;
 mod lookup;
 mod multipart;
+mod paging;
 mod put;
 mod versioning;
 

@@ -16,7 +16,7 @@ use volume::{NULL_VERSION, Owner, Version, Versioning};
 
 use super::error::object_error;
 use super::info::{ObjectInfo, etag_of};
-use super::list::{encoded, max_keys, past_prefix, url_encoding};
+use super::paging::{encoded, max_keys, past_prefix, url_encoding};
 use super::{S3Api, caller, owner_of, timestamp};
 
 /// Rows read from the index at a time.
