@@ -175,13 +175,15 @@ impl Volume {
                     kept.meta
                 }
             };
-            if from == to && version.is_none() {
+            // Onto itself: nothing changes, unless the path keeps
+            // versions (S3 makes a new one, its metadata replaced).
+            let keeping = self.keeping(tx, owner, to.as_str()).await?;
+            if from == to && version.is_none() && keeping.state != crate::Versioning::Enabled {
                 return Ok((source, Vec::new()));
             }
             properties::forget(tx, owner, to.as_str()).await?;
             let cost = quota::cost(source.size);
             quota::check(db, tx, owner, quota, quota::Leaving::NOTHING, cost).await?;
-            let keeping = self.keeping(tx, owner, to.as_str()).await?;
             let mut released = Vec::new();
             let now = now_ms();
             let current = self.tree.get_locked(tx, owner, to).await?;

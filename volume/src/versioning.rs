@@ -73,8 +73,21 @@ pub(crate) async fn get(
     owner: Owner,
     bucket: &str,
 ) -> Result<Option<Versioning>, VolumeError> {
+    let key = format!("{bucket}/");
+    if let Some(reader) = db.sync_reader() {
+        // Asked by S3's reads of unversioned objects: on the caller's
+        // thread, as a file's lookup (`db::reader`).
+        let row = reader.read(|connection| {
+            use rusqlite::OptionalExtension as _;
+            connection
+                .prepare_cached("SELECT state FROM versioning WHERE owner = ?1 AND path = ?2")?
+                .query_row((owner.id(), key.as_str()), |row| row.get::<_, String>(0))
+                .optional()
+        })?;
+        return Ok(row.map(|state| Versioning::from_db(&state)));
+    }
     let mut conn = db.pool().acquire().await?;
-    set_state(&mut conn, owner, &format!("{bucket}/")).await
+    set_state(&mut conn, owner, &key).await
 }
 
 async fn set_state(

@@ -448,6 +448,21 @@ async fn a_copy_of_an_earlier_version_and_moves_carry_history(backend: &Backend)
         .unwrap();
     assert_ne!(copied.version_id, first.version_id);
     assert_eq!(read(&volume, "dst/f").await.unwrap().1, b"first");
+    // Onto itself where versions are kept: a new version (S3's metadata
+    // replace), the one before kept.
+    let again = volume
+        .copy_file(owner, &path("dst/f"), None, &path("dst/f"))
+        .await
+        .unwrap();
+    assert_ne!(again.version_id, copied.version_id);
+    assert_eq!(
+        volume
+            .versions_of(owner, &path("dst/f"))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
     volume.delete(owner, &path("src/f")).await.unwrap();
     let marker = volume.versions_of(owner, &path("src/f")).await.unwrap()[0].clone();
     assert!(matches!(
