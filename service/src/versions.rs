@@ -14,6 +14,12 @@ use crate::locks::{Change, LockTokens};
 use crate::tree::parent_key_of;
 
 impl FileService {
+    /// Whether trees S3 set no versioning for keep versions and a trash
+    /// (`--versions`).
+    pub fn keeps_versions(&self) -> bool {
+        self.volume.keeps_versions()
+    }
+
     /// The version `version_id` of `path`.
     pub async fn version(
         &self,

@@ -360,6 +360,12 @@ impl Volume {
 }
 
 impl Volume {
+    /// Whether trees S3 set no versioning for keep versions (the
+    /// operator's `--versions`).
+    pub fn keeps_versions(&self) -> bool {
+        self.policy.versions
+    }
+
     /// What `owner` could free to store a file at `path`: every earlier
     /// version the retention governs, and the file there now where a write
     /// lets it go or keeps it so (S3's kept versions are not theirs to

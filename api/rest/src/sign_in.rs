@@ -48,6 +48,9 @@ struct SessionView {
     used: Option<u64>,
     /// `null`: no quota.
     quota: Option<u64>,
+    /// Whether people's folders keep versions and a trash (`--versions`):
+    /// what the page's delete confirmation says.
+    versions: bool,
 }
 
 /// `POST /auth/login` with JSON or a form of `name` and `password`: a new
@@ -113,6 +116,7 @@ async fn login(
         csrf: Some(csrf),
         used: None,
         quota: user.quota,
+        versions: state.files.keeps_versions(),
     };
     Ok((headers, Json(view)).into_response())
 }
@@ -165,6 +169,7 @@ async fn session(
                 csrf: None,
                 used: None,
                 quota: None,
+                versions: state.files.keeps_versions(),
             }),
         ));
     };
@@ -186,6 +191,7 @@ async fn session(
             },
             used: Some(used),
             quota: user.quota,
+            versions: state.files.keeps_versions(),
         }),
     ))
 }
