@@ -3,7 +3,7 @@
 
     scripts/s3-bench.py [--duration 10s] [--rounds 3] [--concurrency 8]
                         [--gateway target/release/gateway] [--weed .tools/venv/bin/weed]
-                        [--only gateway|seaweed] [--out results.json]
+                        [--only gateway|seaweed] [--baseline GATEWAY] [--out results.json]
 
 Both servers run on 127.0.0.1 of this machine, their data in one temp dir
 under /var/tmp (the same disk), each as it comes:
@@ -26,6 +26,10 @@ The rows, at concurrency --concurrency (8):
   GET 4 KiB, GET 1 MiB   every request reads one object uploaded beforehand
   PUT 4 KiB, PUT 1 MiB   each client thread overwrites its own key again and
                          again, and every body is different (see below)
+
+With --baseline GATEWAY, a second gateway (an earlier build, started the
+same way with a data dir of its own) joins every row, and gateway/baseline
+is the ratio of their requests/s: before and after in one run.
 
 Rows alternate gateway, seaweed; with --rounds N (3) the whole table runs N
 times, interleaved (gateway, seaweed, gateway, seaweed...), and each cell is
@@ -83,7 +87,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = {"4 KiB": 4 << 10, "1 MiB": 1 << 20}
-ALL_SERVERS = ("gateway", "seaweed")
+ALL_SERVERS = ("gateway", "baseline", "seaweed")
 BUCKET = "s3-bench"
 REGION = "us-east-1"
 SEAWEED_ACCESS = "s3-bench-access"
@@ -364,10 +368,10 @@ def start_seaweed(weed, work):
             "filer": f"http://127.0.0.1:{ports['filer']}"}  # for scripts/peer-bench.py
 
 
-def start_gateway(binary, work):
-    data_dir = work / "gateway"
+def start_gateway(binary, work, name="gateway"):
+    data_dir = work / name
     data_dir.mkdir()
-    log = data_dir.parent / "gateway.log"
+    log = data_dir.parent / f"{name}.log"
     rest, s3 = free_port(), free_port()
     env = {**os.environ, "RUST_LOG": "warn"}
     process = subprocess.Popen(
@@ -502,8 +506,11 @@ def summarise(runs, rows, names):
                 cell[f"{server}_{key}"] = statistics.median(values) if values else None
             cell[f"{server}_errors"] = sum(r["errors"] for r in mine)
             cell[f"{server}_mismatches"] = sum(r["mismatches"] for r in mine)
-        if len(names) == 2:
+        if "gateway" in names and "seaweed" in names:
             cell["ratio"] = cell["gateway_requests_per_second"] / (cell["seaweed_requests_per_second"] or 1e-9)
+        if "gateway" in names and "baseline" in names:
+            cell["baseline_ratio"] = (cell["gateway_requests_per_second"]
+                                      / (cell["baseline_requests_per_second"] or 1e-9))
         table.append(cell)
     return table
 
@@ -517,7 +524,9 @@ def print_table(table, args, names):
     head = "| request | c |"
     for server in names:
         head += f" {server} req/s |"
-    if len(names) == 2:
+    if "baseline" in names:
+        head += " gateway/baseline |"
+    if "gateway" in names and "seaweed" in names:
         head += " gateway/seaweed |"
     for server in names:
         head += f" {server} p50 ms | {server} p99 ms |"
@@ -528,7 +537,9 @@ def print_table(table, args, names):
         line = f"| {cell['request']} | {cell['concurrency']} |"
         for server in names:
             line += f" {fmt(cell[f'{server}_requests_per_second'])} |"
-        if len(names) == 2:
+        if "baseline" in names:
+            line += f" {cell['baseline_ratio']:.2f}x |"
+        if "gateway" in names and "seaweed" in names:
             line += f" {cell['ratio']:.2f}x |"
         for server in names:
             line += f" {fmt(cell[f'{server}_p50_ms'])} | {fmt(cell[f'{server}_p99_ms'])} |"
@@ -544,10 +555,15 @@ def main():
     parser.add_argument("--gateway", default=str(ROOT / "target" / "release" / "gateway"))
     parser.add_argument("--weed", default=shutil.which("weed") or str(ROOT / ".tools" / "venv" / "bin" / "weed"))
     parser.add_argument("--only", choices=ALL_SERVERS, help="run one server alone (no ratio)")
+    parser.add_argument("--baseline", metavar="GATEWAY",
+                        help="a second gateway binary (an earlier build) in every row: before/after in one run")
     parser.add_argument("--out", help="also write every run's numbers here as JSON")
     args = parser.parse_args()
     parse_seconds(args.duration)
-    names = (args.only,) if args.only else ALL_SERVERS
+    if args.only:
+        names = (args.only,)
+    else:
+        names = tuple(server for server in ALL_SERVERS if server != "baseline" or args.baseline)
     try:
         import boto3  # noqa: F401
     except ImportError:
@@ -572,6 +588,8 @@ def main():
 
         if "gateway" in names:
             servers["gateway"] = start_gateway(args.gateway, work)
+        if "baseline" in names:
+            servers["baseline"] = start_gateway(args.baseline, work, "baseline")
         if "seaweed" in names:
             servers["seaweed"] = start_seaweed(args.weed, work)
         clients = {}
