@@ -18,8 +18,9 @@ use storage_host::runtime::ByteRange;
 use super::checksum::{ChecksumFields, with_checksums};
 use super::conditions::Conditions;
 use super::error::object_error;
+use super::info::EMPTY_MD5;
 use super::info::{ObjectInfo, etag_of};
-use super::lookup::{EMPTY_MD5, Found};
+use super::lookup::Found;
 use super::versioning::checked_version;
 use super::{S3Api, caller, object_path, timestamp};
 

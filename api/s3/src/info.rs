@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 use super::body::Received;
 use super::checksum::StoredChecksum;
 
+/// The hex MD5 of no bytes: the ETag of an empty object (a folder marker).
+pub(super) const EMPTY_MD5: &str = "d41d8cd98f00b204e9800998ecf8427e";
+
 /// What S3 keeps of an object.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct ObjectInfo {

@@ -204,7 +204,7 @@ fn objects(
                     (meta.size, etag_of(meta, info.as_ref()), meta.modified_ms)
                 }
                 Listed::Marker { created_ms, .. } => {
-                    (0, super::lookup::EMPTY_MD5.to_owned(), *created_ms)
+                    (0, super::info::EMPTY_MD5.to_owned(), *created_ms)
                 }
             };
             Object {

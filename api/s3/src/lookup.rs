@@ -11,9 +11,6 @@ use super::error::object_error;
 use super::info::{ObjectInfo, etag_of};
 use super::versioning::{delete_marker_read, deleted_key, version_header};
 
-/// The hex MD5 of no bytes: the ETag of an empty object (a folder marker).
-pub(super) const EMPTY_MD5: &str = "d41d8cd98f00b204e9800998ecf8427e";
-
 /// An object as a read found it.
 pub(super) struct Found {
     pub(super) meta: FileMeta,

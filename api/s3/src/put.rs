@@ -14,8 +14,8 @@ use super::body::{BodyChecks, Received, body_checks_of};
 use super::checksum::{Algorithm, ChecksumFields, sent_checksums, with_checksums};
 use super::conditions::{matches, precondition_failed};
 use super::error::object_error;
+use super::info::EMPTY_MD5;
 use super::info::{DEFAULT_CONTENT_TYPE, ObjectInfo, check_metadata_size};
-use super::lookup::EMPTY_MD5;
 use super::{S3Api, caller, object_path};
 
 impl S3Api {

@@ -15,6 +15,7 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
 use volume::{NULL_VERSION, Owner, Version, Versioning};
 
 use super::error::object_error;
+use super::info::EMPTY_MD5;
 use super::info::{ObjectInfo, etag_of};
 use super::paging::{encoded, max_keys, past_prefix, url_encoding};
 use super::{S3Api, caller, owner_of, timestamp};
@@ -91,6 +92,29 @@ fn marker_headers(version_id: &str) -> HeaderMap {
 /// whose versioning is `state`: none from a bucket never versioned.
 pub(super) fn version_header(version_id: &str, state: Option<Versioning>) -> Option<String> {
     (version_id != NULL_VERSION || state.is_some()).then(|| version_id.to_owned())
+}
+
+/// Most folder markers one listing merges in (folders made on purpose are
+/// few; past this many, the rest are left out of the listing).
+const MAX_FOLDER_MARKERS: usize = 10_000;
+
+/// The folder marker `path` (`bucket/key/`) made at `made_ms`, as the
+/// version S3 lists for such an object: its null version, empty.
+fn folder_marker(path: &str, made_ms: i64) -> Version {
+    Version::File {
+        meta: volume::FileMeta {
+            path: path.to_owned(),
+            size: 0,
+            sha256: String::new(),
+            blake3: None,
+            content_type: "application/x-directory".to_owned(),
+            created_ms: made_ms,
+            modified_ms: made_ms,
+            s3_info: None,
+            version_id: NULL_VERSION.to_owned(),
+        },
+        latest: true,
+    }
 }
 
 /// One page of versions: each a version or a common prefix, in order.
@@ -226,8 +250,13 @@ impl S3Api {
             match version {
                 Version::File { meta, latest } => {
                     let info = ObjectInfo::of(meta);
+                    let etag = if meta.path.ends_with('/') {
+                        EMPTY_MD5.to_owned()
+                    } else {
+                        etag_of(meta, info.as_ref())
+                    };
                     versions.push(ObjectVersion {
-                        e_tag: Some(ETag::Strong(etag_of(meta, info.as_ref()))),
+                        e_tag: Some(ETag::Strong(etag)),
                         is_latest: Some(*latest),
                         key: Some(key),
                         last_modified: Some(timestamp(meta.modified_ms)),
@@ -283,6 +312,31 @@ impl S3Api {
         }))
     }
 
+    /// The folder markers under `base` (not the bucket `root` itself) and
+    /// before `upper`, in key order, with when each was made.
+    async fn folder_markers(
+        &self,
+        owner: Owner,
+        root: &str,
+        base: &str,
+        upper: Option<&str>,
+    ) -> S3Result<std::collections::VecDeque<(String, i64)>> {
+        let folders = self
+            .files
+            .scan_folders(
+                owner,
+                std::ops::Bound::Included(base),
+                upper,
+                MAX_FOLDER_MARKERS,
+            )
+            .await
+            .map_err(object_error)?;
+        Ok(folders
+            .into_iter()
+            .filter(|(path, _)| path.as_str() != root)
+            .collect())
+    }
+
     /// One page of the versions under `prefix` of `bucket`, keys sharing
     /// what precedes `delimiter` after it rolled into one common prefix,
     /// from after `after` (a key, and a version of it).
@@ -307,12 +361,24 @@ impl S3Api {
             return Ok(page);
         }
         // Where the next read starts: at `lower` (inclusive), or after a
-        // key (and after a version of it, that key's older versions first).
+        // key (and after a version of it, that key's older versions first;
+        // a folder marker's key has none but its null version).
         let mut lower = base.clone();
         let mut after: Option<(String, Option<String>)> = after
-            .map(|(key, version)| (format!("{root}{key}"), version.map(str::to_owned)))
+            .map(|(key, version)| {
+                let version = version.filter(|_| !key.ends_with('/'));
+                (format!("{root}{key}"), version.map(str::to_owned))
+            })
             .filter(|(key, _)| *key >= base);
         let marker_key = after.as_ref().map(|(key, _)| key[root.len()..].to_owned());
+        // Folder markers (`key/`, folders made on purpose) are objects too,
+        // each its null version, merged in by key.
+        let mut folders = self
+            .folder_markers(owner, &root, &base, upper.as_deref())
+            .await?;
+        if let Some(marker) = &after {
+            folders.retain(|(path, _)| path.as_str() > marker.0.as_str());
+        }
         'scan: loop {
             let batch = self
                 .files
@@ -328,7 +394,24 @@ impl S3Api {
                 .await
                 .map_err(object_error)?;
             let exhausted = !batch.truncated;
-            for version in batch.versions {
+            let mut versions = batch.versions.into_iter().peekable();
+            loop {
+                let folder_first = match (folders.front(), versions.peek()) {
+                    (Some((folder, _)), Some(version)) => folder.as_str() < version.path(),
+                    (Some(_), None) => exhausted,
+                    (None, _) => false,
+                };
+                let version = match folders.front() {
+                    Some((path, made_ms)) if folder_first => {
+                        let marker = folder_marker(path, *made_ms);
+                        folders.pop_front();
+                        marker
+                    }
+                    _ => match versions.next() {
+                        Some(version) => version,
+                        None => break,
+                    },
+                };
                 let key = version.path()[root.len()..].to_owned();
                 let rolled = delimiter.and_then(|delimiter| {
                     key[prefix.len()..]
@@ -361,6 +444,7 @@ impl S3Api {
                     // Read on from the first key past every key of it.
                     match past_prefix(&format!("{root}{common}")) {
                         Some(past) => {
+                            folders.retain(|(path, _)| *path >= past);
                             lower = past;
                             after = None;
                         }
@@ -368,10 +452,8 @@ impl S3Api {
                     }
                     continue 'scan;
                 }
-                after = Some((
-                    version.path().to_owned(),
-                    Some(version.version_id().to_owned()),
-                ));
+                let version_id = (!key.ends_with('/')).then(|| version.version_id().to_owned());
+                after = Some((version.path().to_owned(), version_id));
             }
             if exhausted {
                 break;

@@ -1165,6 +1165,29 @@ def version_ids_unique_across_keys_and_buckets(t):
 
 
 @case
+def folder_keys_are_versions_a_cleanup_finds(t):
+    # A key ending in '/' (what consoles make) is an object like any other:
+    # its null version is listed, so a cleanup that deletes every listed
+    # version empties the bucket (suites clean up after each test this way).
+    for state in (None, "Enabled"):
+        name = t.bucket("folders" + ("v" if state else "u"), state)
+        t.s3.put_object(Bucket=name, Key="dir/", Body=b"")
+        t.s3.put_object(Bucket=name, Key="dir/file", Body=b"x")
+        listing = t.s3.list_object_versions(Bucket=name)
+        keys = [(v["Key"], v["VersionId"]) for v in listing.get("Versions", [])]
+        check(("dir/", "null") in keys, f"the folder key as the null version: {keys}")
+        folder = next(v for v in listing["Versions"] if v["Key"] == "dir/")
+        eq(folder["ETag"], '"d41d8cd98f00b204e9800998ecf8427e"', "an empty object's ETag")
+        eq(folder["IsLatest"], True, "IsLatest of the folder key")
+        for version in listing["Versions"]:
+            t.s3.delete_object(Bucket=name, Key=version["Key"], VersionId=version["VersionId"])
+        left = t.s3.list_object_versions(Bucket=name)
+        eq(left.get("Versions", []) + left.get("DeleteMarkers", []), [], "nothing left")
+        eq(status_of(t.s3.delete_bucket(Bucket=name)), 204, "DeleteBucket after the cleanup")
+        t.buckets.remove(name)
+
+
+@case
 def delete_bucket_needs_every_version_gone(t):
     # [LS test_delete_versioned_bucket_with_objects: 409 BucketNotEmpty "You must delete all versions in the bucket."]
     name = t.bucket("delbucket", "Enabled")
