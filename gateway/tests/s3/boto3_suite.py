@@ -2086,14 +2086,13 @@ def read_while_overwritten(t):
 
 @case
 def unsupported_operations_say_so(t):
-    """Operations outside the spec (ACLs, tagging, versioning, policies,
-    lifecycle, CORS...): NotImplemented (501) or another 4xx, never a 5xx
-    that a client would retry, never a silent success that changes nothing."""
+    """Operations outside the spec (ACLs, tagging, policies, lifecycle,
+    CORS...): NotImplemented (501) or another 4xx, never a 5xx that a client
+    would retry, never a silent success that changes nothing. (Versioning is
+    served: versions_suite.py holds it to S3's rules.)"""
     name = t.bucket("unsupported")
     t.s3.put_object(Bucket=name, Key="k", Body=b"x")
     calls = {
-        "GetBucketVersioning": lambda: t.s3.get_bucket_versioning(Bucket=name),
-        "PutBucketVersioning": lambda: t.s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"}),
         "GetObjectTagging": lambda: t.s3.get_object_tagging(Bucket=name, Key="k"),
         "PutObjectTagging": lambda: t.s3.put_object_tagging(Bucket=name, Key="k", Tagging={"TagSet": [{"Key": "a", "Value": "b"}]}),
         "GetBucketPolicy": lambda: t.s3.get_bucket_policy(Bucket=name),
@@ -2101,7 +2100,6 @@ def unsupported_operations_say_so(t):
             Bucket=name, LifecycleConfiguration={"Rules": [{"ID": "r", "Status": "Enabled", "Filter": {"Prefix": ""}, "Expiration": {"Days": 1}}]}
         ),
         "GetBucketCors": lambda: t.s3.get_bucket_cors(Bucket=name),
-        "ListObjectVersions": lambda: t.s3.list_object_versions(Bucket=name),
         "PutObjectAcl": lambda: t.s3.put_object_acl(Bucket=name, Key="k", ACL="public-read"),
     }
     outcomes = {}
