@@ -106,6 +106,8 @@ pub struct Volume {
     removal_lease: Duration,
     /// What the operator chose for trees S3 set no versioning for.
     policy: HistoryPolicy,
+    /// What S3 set for buckets, as this process last read it.
+    versioning: versioning::StateCache,
     /// Who this process's removals name: the data directory's id, held by
     /// this process alone, or an id of its own.
     claimant: config::Claimant,
@@ -127,6 +129,7 @@ impl Volume {
             orphan_grace: config.orphan_grace,
             removal_lease: config.removal_lease,
             policy: config.history,
+            versioning: versioning::StateCache::default(),
             claimant: config::claimant(&config.data_dir)?,
         };
         let temp_files_removed = blobs::clear_temp(&volume.tmp).await?;
@@ -200,6 +203,14 @@ impl Volume {
             return Err(VolumeError::AlreadyExists(path.to_string()));
         }
         let size = staged.len();
+        let keeping = versioning::keeping_now(
+            self.db(),
+            &self.versioning,
+            owner,
+            path.as_str(),
+            self.policy,
+        )
+        .await?;
         let mut written = false;
         let mut waited = Duration::ZERO;
         loop {
@@ -248,7 +259,6 @@ impl Volume {
                     }
                 }
             }
-            let keeping = self.keeping(&mut tx, owner, path.as_str()).await?;
             // What this write takes off the path leaves the owner's usage
             // only where it is not kept.
             // (Or where the retention governs it: room is then taken from

@@ -4,6 +4,10 @@
 //! keeps versions unless the operator says otherwise, and a bucket made
 //! through S3 is made unversioned, as S3 makes one.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
 use sqlx::AnyConnection;
 
 use crate::db::owned::{Adopt, OwnedRows};
@@ -54,7 +58,80 @@ pub(crate) async fn keeping(
         Some(key) => set_state(conn, owner, key).await?,
         None => None,
     };
-    Ok(match set {
+    Ok(keeping_of(set, policy))
+}
+
+/// [`keeping`], read outside any transaction (on SQLite on the caller's
+/// thread): what a store of a file asks before it takes its turn to
+/// write, so the writers' serialised part stays short. A versioning set
+/// meanwhile applies from the next write, as S3's takes a while to apply.
+pub(crate) async fn keeping_now(
+    db: &Database,
+    states: &StateCache,
+    owner: Owner,
+    path: &str,
+    policy: HistoryPolicy,
+) -> Result<Keeping, VolumeError> {
+    let set = match bucket_key(path) {
+        Some(key) => states.get(db, owner, &key[..key.len() - 1]).await?,
+        None => None,
+    };
+    Ok(keeping_of(set, policy))
+}
+
+/// How long this process trusts a bucket's versioning as it read it.
+const TRUSTED_FOR: Duration = Duration::from_secs(1);
+
+/// Most buckets remembered (past it, all are forgotten and read again).
+const MOST_REMEMBERED: usize = 4096;
+
+/// What S3 set for buckets, as this process last read it: every read and
+/// write of an object asks, and it rarely changes. A state read is trusted
+/// for [`TRUSTED_FOR`], so another gateway's change applies within it (S3's
+/// own take a while to apply); this process's own changes apply at once.
+#[derive(Debug, Default)]
+pub(crate) struct StateCache(Mutex<HashMap<(i64, String), (Option<Versioning>, Instant)>>);
+
+impl StateCache {
+    /// What S3 set for `owner`'s bucket `bucket`, if it did.
+    pub(crate) async fn get(
+        &self,
+        db: &Database,
+        owner: Owner,
+        bucket: &str,
+    ) -> Result<Option<Versioning>, VolumeError> {
+        let key = (owner.id(), bucket.to_owned());
+        if let Some((state, read)) = self.entries().get(&key)
+            && read.elapsed() < TRUSTED_FOR
+        {
+            return Ok(*state);
+        }
+        let state = get(db, owner, bucket).await?;
+        self.remember(owner, bucket, state);
+        Ok(state)
+    }
+
+    /// `state` is what `owner`'s bucket `bucket` has now.
+    pub(crate) fn remember(&self, owner: Owner, bucket: &str, state: Option<Versioning>) {
+        let mut entries = self.entries();
+        if entries.len() >= MOST_REMEMBERED {
+            entries.clear();
+        }
+        entries.insert((owner.id(), bucket.to_owned()), (state, Instant::now()));
+    }
+
+    fn entries(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(i64, String), (Option<Versioning>, Instant)>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// How a path keeps versions given what S3 `set` for its bucket.
+fn keeping_of(set: Option<Versioning>, policy: HistoryPolicy) -> Keeping {
+    match set {
         Some(state) => Keeping { state, by_s3: true },
         None => Keeping {
             state: if policy.versions {
@@ -64,15 +141,12 @@ pub(crate) async fn keeping(
             },
             by_s3: false,
         },
-    })
+    }
 }
 
-/// What S3 set for the bucket `bucket` (its name), if it did.
-pub(crate) async fn get(
-    db: &Database,
-    owner: Owner,
-    bucket: &str,
-) -> Result<Option<Versioning>, VolumeError> {
+/// What S3 set for the bucket `bucket` (its name), if it did, read from
+/// the database (see [`StateCache`]).
+async fn get(db: &Database, owner: Owner, bucket: &str) -> Result<Option<Versioning>, VolumeError> {
     let key = format!("{bucket}/");
     if let Some(reader) = db.sync_reader() {
         // Asked by S3's reads of unversioned objects: on the caller's

@@ -389,7 +389,7 @@ impl Volume {
         owner: Owner,
         bucket: &str,
     ) -> Result<Option<Versioning>, VolumeError> {
-        Ok(match versioning::get(self.db(), owner, bucket).await? {
+        Ok(match self.versioning.get(self.db(), owner, bucket).await? {
             Some(Versioning::Unversioned) => None,
             Some(state) => Some(state),
             None => self.policy.versions.then_some(Versioning::Enabled),
@@ -408,7 +408,9 @@ impl Volume {
     ) -> Result<(), VolumeError> {
         self.db()
             .write(async |tx: &mut WriteTx| versioning::set(tx, owner, bucket, state).await)
-            .await
+            .await?;
+        self.versioning.remember(owner, bucket, Some(state));
+        Ok(())
     }
 
     /// Forget `owner`'s bucket `bucket`'s versioning (the bucket was
@@ -420,7 +422,9 @@ impl Volume {
     ) -> Result<(), VolumeError> {
         self.db()
             .write(async |tx: &mut WriteTx| versioning::forget(tx, owner, bucket).await)
-            .await
+            .await?;
+        self.versioning.remember(owner, bucket, None);
+        Ok(())
     }
 
     /// Whether `owner` keeps an earlier version or a delete marker of any
