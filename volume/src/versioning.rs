@@ -90,7 +90,13 @@ const MOST_REMEMBERED: usize = 4096;
 /// for [`TRUSTED_FOR`], so another gateway's change applies within it (S3's
 /// own take a while to apply); this process's own changes apply at once.
 #[derive(Debug, Default)]
-pub(crate) struct StateCache(Mutex<HashMap<(i64, String), (Option<Versioning>, Instant)>>);
+pub(crate) struct StateCache(Mutex<HashMap<BucketOf, Remembered>>);
+
+/// A bucket: its owner's id and its name.
+type BucketOf = (i64, String);
+
+/// What S3 set for a bucket, and when this process read it.
+type Remembered = (Option<Versioning>, Instant);
 
 impl StateCache {
     /// What S3 set for `owner`'s bucket `bucket`, if it did.
@@ -120,9 +126,7 @@ impl StateCache {
         entries.insert((owner.id(), bucket.to_owned()), (state, Instant::now()));
     }
 
-    fn entries(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<(i64, String), (Option<Versioning>, Instant)>> {
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<BucketOf, Remembered>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
