@@ -137,13 +137,23 @@ fi
 GO_TOOLS=(
   github.com/minio/mc@v0.0.0-20250313080218-cf909e1063a9
 )
+# Go from PATH, else where Go's own installer puts it, else Debian's.
+go_cmd=$(command -v go || true)
+if [ -z "$go_cmd" ] && [ -x /usr/local/go/bin/go ]; then
+  go_cmd=/usr/local/go/bin/go
+fi
+if [ -z "$go_cmd" ] && [ ${#GO_TOOLS[@]} -gt 0 ]; then
+  echo "install-test-deps: apt-get install golang-go (no Go found)"
+  apt-get install -y -qq golang-go >/dev/null
+  go_cmd=$(command -v go)
+fi
 for spec in "${GO_TOOLS[@]}"; do
   name=${spec%@*}
   name=${name##*/}
   stamp=$venv/bin/.$name.version
   if [ ! -x "$venv/bin/$name" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$spec" ]; then
     echo "install-test-deps: go install $spec"
-    GOBIN=$venv/bin go install "$spec"
+    GOBIN=$venv/bin "$go_cmd" install "$spec"
     echo "$spec" >"$stamp"
   fi
 done
