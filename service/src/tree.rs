@@ -105,19 +105,31 @@ impl FileService {
         path: &FilePath,
         tokens: &LockTokens,
     ) -> Result<(), ServiceError> {
-        let parent = parent_key_of(path.as_str());
-        self.check_locks(
-            owner,
-            tokens,
-            &[Change::Tree(path.as_str()), Change::One(parent)],
-        )
-        .await?;
+        self.check_delete(owner, path, tokens).await?;
         let lease = self.pool.lease(BodySize::None).await?;
         let deleted = path.as_str().to_owned();
         lease
             .run(move |instance| Box::pin(async move { instance.delete(owner, &deleted).await }))
             .await?
             .map_err(|error| ServiceError::from_handler(error, path.as_str()))
+    }
+
+    /// Refuse (`Locked`) to delete `owner`'s file `path` (any of its
+    /// versions) under a WebDAV lock whose token `tokens` lacks: one on the
+    /// file, or on its folder, whose membership changes.
+    pub(crate) async fn check_delete(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+        tokens: &LockTokens,
+    ) -> Result<(), ServiceError> {
+        let parent = parent_key_of(path.as_str());
+        self.check_locks(
+            owner,
+            tokens,
+            &[Change::Tree(path.as_str()), Change::One(parent)],
+        )
+        .await
     }
 
     /// Delete `owner`'s folder `prefix` and everything in it.

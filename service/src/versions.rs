@@ -10,8 +10,7 @@ use volume::{
 
 use crate::FileService;
 use crate::error::ServiceError;
-use crate::locks::{Change, LockTokens};
-use crate::tree::parent_key_of;
+use crate::locks::LockTokens;
 
 impl FileService {
     /// Whether trees S3 set no versioning for keep versions and a trash
@@ -51,13 +50,7 @@ impl FileService {
         path: &FilePath,
         tokens: &LockTokens,
     ) -> Result<Deleted, ServiceError> {
-        let parent = parent_key_of(path.as_str());
-        self.check_locks(
-            owner,
-            tokens,
-            &[Change::Tree(path.as_str()), Change::One(parent)],
-        )
-        .await?;
+        self.check_delete(owner, path, tokens).await?;
         mapped(self.volume.delete_latest(owner, path).await, path.as_str())
     }
 
@@ -70,13 +63,7 @@ impl FileService {
         version_id: &str,
         tokens: &LockTokens,
     ) -> Result<Option<Version>, ServiceError> {
-        let parent = parent_key_of(path.as_str());
-        self.check_locks(
-            owner,
-            tokens,
-            &[Change::Tree(path.as_str()), Change::One(parent)],
-        )
-        .await?;
+        self.check_delete(owner, path, tokens).await?;
         mapped(
             self.volume.delete_version(owner, path, version_id).await,
             path.as_str(),

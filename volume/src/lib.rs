@@ -404,23 +404,7 @@ impl Volume {
     /// marker hides it), elsewhere its blob is released once nothing names
     /// it. `NotFound` when there is no file.
     pub async fn delete(&self, owner: Owner, path: &FilePath) -> Result<(), VolumeError> {
-        // In a write transaction: on SQLite that is this process's turn to
-        // write, rather than the busy handler's race against the writers
-        // that wait their turn.
-        let mut released = Vec::new();
-        self.db()
-            .write(async |tx: &mut WriteTx| {
-                if !Tree::exists_in(tx, owner, path).await? {
-                    return Err(VolumeError::NotFound(path.to_string()));
-                }
-                self.delete_in(tx, owner, path, &mut released).await?;
-                properties::forget(tx, owner, path.as_str()).await?;
-                locks::forget_within(tx, owner, path.as_str(), "", "").await?;
-                Ok(())
-            })
-            .await?;
-        self.release_all(&released).await;
-        Ok(())
+        self.delete_path(owner, path, true).await.map(|_| ())
     }
 
     /// One page of what lies directly under `prefix`, strictly after `after`.

@@ -185,21 +185,9 @@ impl Volume {
             let cost = quota::cost(source.size);
             quota::check(db, tx, owner, quota, quota::Leaving::NOTHING, cost).await?;
             let mut released = Vec::new();
-            let now = now_ms();
-            let current = self.tree.get_locked(tx, owner, to).await?;
-            let copied = crate::FileMeta {
-                path: to.to_string(),
-                version_id: Self::version_for(keeping),
-                created_ms: now,
-                modified_ms: now,
-                ..source
-            };
-            if let Some(row) = current {
-                self.retire(tx, owner, row, keeping, &mut released).await?;
-            } else if keeping.state == crate::Versioning::Suspended {
-                released.extend(crate::history::remove_null(tx, owner, to.as_str()).await?);
-            }
-            Tree::put_row(tx, owner, &copied).await?;
+            let copied = self
+                .place(tx, owner, to, source, keeping, false, &mut released)
+                .await?;
             Ok((copied, released))
         })
         .await

@@ -87,26 +87,54 @@ impl Volume {
     /// Delete `path`'s latest version inside `tx`: take its current file
     /// off (kept or let go, see [`Volume::retire`]) and, where versions are
     /// kept, leave a delete marker, even when there was no file (as S3
-    /// does). The marker's version id, and the current file's row if there
-    /// was one.
-    pub(crate) async fn delete_in(
+    /// does) unless `must_exist` (then `NotFound`). The marker's version id.
+    async fn delete_in(
         &self,
         tx: &mut AnyConnection,
         owner: Owner,
         path: &FilePath,
+        must_exist: bool,
         released: &mut Vec<Digest>,
-    ) -> Result<(Option<String>, Option<FileMeta>), VolumeError> {
+    ) -> Result<Option<String>, VolumeError> {
         let keeping = self.keeping(tx, owner, path.as_str()).await?;
-        let current = Tree::delete_file(tx, owner, path).await?;
-        if let Some(row) = current.clone() {
-            self.retire(tx, owner, row, keeping, released).await?;
+        match Tree::delete_file(tx, owner, path).await? {
+            Some(row) => self.retire(tx, owner, row, keeping, released).await?,
+            None if must_exist => return Err(VolumeError::NotFound(path.to_string())),
+            None => {}
         }
-        let marker = leave_marker(tx, owner, path.as_str(), keeping, released).await?;
-        Ok((marker, current))
+        leave_marker(tx, owner, path.as_str(), keeping, released).await
     }
 
-    /// [`Volume::delete_in`] for `rows`, files a folder's delete took off
-    /// their paths inside `tx`.
+    /// Delete `path`'s latest version (see [`Volume::delete_in`]) with the
+    /// properties and locks WebDAV kept for it, in one write transaction;
+    /// release what it let go once committed.
+    pub(crate) async fn delete_path(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+        must_exist: bool,
+    ) -> Result<Option<String>, VolumeError> {
+        // In a write transaction: on SQLite that is this process's turn to
+        // write, rather than the busy handler's race against the writers
+        // that wait their turn.
+        let mut released = Vec::new();
+        let marker = self
+            .db()
+            .write(async |tx: &mut WriteTx| {
+                let marker = self
+                    .delete_in(tx, owner, path, must_exist, &mut released)
+                    .await?;
+                crate::properties::forget(tx, owner, path.as_str()).await?;
+                crate::locks::forget_within(tx, owner, path.as_str(), "", "").await?;
+                Ok(marker)
+            })
+            .await?;
+        self.release_all(&released).await;
+        Ok(marker)
+    }
+
+    /// What [`Volume::delete_in`] does, for `rows`: files a folder's
+    /// delete took off their paths inside `tx`.
     pub(crate) async fn delete_rows_in(
         &self,
         tx: &mut AnyConnection,
@@ -132,17 +160,7 @@ impl Volume {
         owner: Owner,
         path: &FilePath,
     ) -> Result<Deleted, VolumeError> {
-        let mut released = Vec::new();
-        let (marker, _) = self
-            .db()
-            .write(async |tx: &mut WriteTx| {
-                let deleted = self.delete_in(tx, owner, path, &mut released).await?;
-                crate::properties::forget(tx, owner, path.as_str()).await?;
-                crate::locks::forget_within(tx, owner, path.as_str(), "", "").await?;
-                Ok(deleted)
-            })
-            .await?;
-        self.release_all(&released).await;
+        let marker = self.delete_path(owner, path, false).await?;
         Ok(Deleted { marker })
     }
 
@@ -270,26 +288,49 @@ impl Volume {
                     crate::quota::cost(source.size),
                 )
                 .await?;
-                let now = now_ms();
-                let current = self.tree.get_locked(tx, owner, path).await?;
-                let meta = FileMeta {
-                    path: path.to_string(),
-                    version_id: Self::version_for(keeping),
-                    created_ms: current.as_ref().map_or(now, |row| row.created_ms),
-                    modified_ms: now,
-                    ..source
-                };
-                if let Some(row) = current {
-                    self.retire(tx, owner, row, keeping, &mut released).await?;
-                } else if keeping.state == Versioning::Suspended {
-                    released.extend(history::remove_null(tx, owner, path.as_str()).await?);
-                }
-                Tree::put_row(tx, owner, &meta).await?;
-                Ok(meta)
+                self.place(tx, owner, path, source, keeping, true, &mut released)
+                    .await
             })
             .await?;
         self.release_all(&released).await;
         Ok(written)
+    }
+
+    /// Write `source` (a version's row, of any path) as the current file at
+    /// `path` inside `tx`, a new version as `keeping` says: the file there
+    /// is retired as any replace's (its creation time kept if
+    /// `keep_created`, else the new file is made now). The row written.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn place(
+        &self,
+        tx: &mut AnyConnection,
+        owner: Owner,
+        path: &FilePath,
+        source: FileMeta,
+        keeping: Keeping,
+        keep_created: bool,
+        released: &mut Vec<Digest>,
+    ) -> Result<FileMeta, VolumeError> {
+        let now = now_ms();
+        let current = self.tree.get_locked(tx, owner, path).await?;
+        let created_ms = match &current {
+            Some(row) if keep_created => row.created_ms,
+            _ => now,
+        };
+        let meta = FileMeta {
+            path: path.to_string(),
+            version_id: Self::version_for(keeping),
+            created_ms,
+            modified_ms: now,
+            ..source
+        };
+        if let Some(row) = current {
+            self.retire(tx, owner, row, keeping, released).await?;
+        } else if keeping.state == Versioning::Suspended {
+            released.extend(history::remove_null(tx, owner, path.as_str()).await?);
+        }
+        Tree::put_row(tx, owner, &meta).await?;
+        Ok(meta)
     }
 
     /// Up to `limit` versions of `owner`'s paths from `start` (a path, and
