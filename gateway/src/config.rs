@@ -82,6 +82,13 @@ pub struct Config {
     #[arg(long, env = "WASM_STORAGE_TRASH_RETENTION", default_value = "30days", value_parser = humantime::parse_duration)]
     pub trash_retention: Duration,
 
+    /// FOR TESTS ONLY: how long a day of S3 lifecycle rules lasts (`10s`
+    /// makes "expire after 1 day" take ten seconds), as other S3 servers'
+    /// debug intervals do. Refused unless every listener is on loopback,
+    /// and logged loudly: a production gateway cannot run on it.
+    #[arg(long, env = "WASM_STORAGE_LIFECYCLE_TEST_DAY", value_parser = humantime::parse_duration, hide_short_help = true)]
+    pub lifecycle_test_day: Option<Duration>,
+
     /// How often this gateway collects garbage: unreferenced blobs, orphans
     /// past the grace period, removals past their lease.
     #[arg(long, env = "WASM_STORAGE_GC_INTERVAL", default_value = "5m", value_parser = humantime::parse_duration)]
@@ -391,6 +398,9 @@ impl Config {
             versions: self.versions,
             retention: self.trash_retention,
         };
+        if let Some(day) = self.lifecycle_test_day {
+            volume.lifecycle_day = day;
+        }
         volume
     }
 

@@ -66,6 +66,8 @@ pub struct AppState {
     recycler_task: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
     /// The garbage collector's task, stopped at shutdown.
     collector_task: Arc<tokio::task::AbortHandle>,
+    /// The lifecycle's task, stopped at shutdown.
+    lifecycle_task: Arc<tokio::task::AbortHandle>,
     /// What S3 secrets are sealed under, when the S3 API is served.
     s3_master: Option<s3::MasterKey>,
     /// The domain of virtual-hosted-style S3 requests, if any.
@@ -169,6 +171,22 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
     )
     .await
     .map_err(anyhow::Error::from)?;
+    if let Some(day) = config.lifecycle_test_day {
+        let public = std::iter::once(config.listen)
+            .chain(config.s3_listen)
+            .find(|address| !address.ip().is_loopback());
+        if let Some(address) = public {
+            anyhow::bail!(
+                "refusing --lifecycle-test-day on {address}: the lifecycle test clock expires \
+                 files days early, and only a gateway on loopback addresses may run on it"
+            );
+        }
+        tracing::warn!(
+            ?day,
+            "lifecycle rules run on the TEST clock: a day lasts {}",
+            humantime::format_duration(day)
+        );
+    }
     let s3_master = match config.s3_listen {
         Some(address) => {
             if !address.ip().is_loopback() && auth.accounts().user_count().await? == 0 {
@@ -190,6 +208,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
     };
     let recycler_task = tokio::spawn(recycler.clone().run());
     let collector_task = tokio::spawn(collect_garbage(volume.clone(), config.gc_interval));
+    let lifecycle_task = tokio::spawn(run_lifecycle(volume.clone()));
     Ok(AppState {
         files: FileService::new(
             pool.clone(),
@@ -210,6 +229,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
         },
         recycler_task: Arc::new(std::sync::Mutex::new(Some(recycler_task))),
         collector_task: Arc::new(collector_task.abort_handle()),
+        lifecycle_task: Arc::new(lifecycle_task.abort_handle()),
         s3_master,
         s3_domain: config.s3_domain.clone(),
     })
@@ -406,6 +426,7 @@ pub async fn serve_with_s3(
         tracing::error!(%error, "the recycler task failed");
     }
     state.collector_task.abort();
+    state.lifecycle_task.abort();
     state.pool.close();
     state.volume.close().await;
     Ok(())
@@ -421,6 +442,22 @@ async fn collect_garbage(volume: Arc<Volume>, interval: Duration) {
         ticks.tick().await;
         if let Err(error) = volume.collect_garbage().await {
             tracing::warn!(%error, "garbage collection failed; trying again next interval");
+        }
+    }
+}
+
+/// Carry out buckets' lifecycle rules 24 times a lifecycle day (hourly;
+/// more often under the test clock), each pass bounded (every gateway
+/// does; each removal re-checks what it read, so each happens once).
+async fn run_lifecycle(volume: Arc<Volume>) {
+    let day = Duration::from_millis(u64::try_from(volume.lifecycle_day_ms()).unwrap_or(1));
+    let interval = (day / 24).clamp(Duration::from_millis(200), Duration::from_secs(3600));
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        if let Err(error) = volume.run_lifecycle().await {
+            tracing::warn!(%error, "a lifecycle pass failed; trying again next interval");
         }
     }
 }

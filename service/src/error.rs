@@ -49,6 +49,17 @@ pub enum ServiceError {
     QuotaExceeded(String),
     #[error("{0}")]
     RequestTimeout(String),
+    /// Object lock holds a version this request would remove, rename or
+    /// replace the retention of (S3's `AccessDenied`).
+    #[error("{0}")]
+    ObjectLocked(String),
+    /// Object lock asked of a bucket without it.
+    #[error("{0}")]
+    NoObjectLock(String),
+    /// A bucket configuration its state does not allow (S3's 409
+    /// `InvalidBucketState`).
+    #[error("{0}")]
+    InvalidBucketState(String),
     /// A lock covers what this request would change, and the request did
     /// not submit its token.
     #[error("{0} is locked; submit the lock token in an If header")]
@@ -113,6 +124,14 @@ impl ServiceError {
             nested @ volume::VolumeError::Nested { .. } => Self::Forbidden(nested.to_string()),
             parts @ volume::VolumeError::TooManyParts { .. } => Self::BadRequest(parts.to_string()),
             volume::VolumeError::InvalidPath(why) => Self::BadPath(why),
+            locked @ volume::VolumeError::Locked { .. } => Self::ObjectLocked(locked.to_string()),
+            holds @ volume::VolumeError::UserHoldsLockedVersions(_) => {
+                Self::ObjectLocked(holds.to_string())
+            }
+            volume::VolumeError::NoObjectLock(_) => {
+                Self::NoObjectLock("Bucket is missing Object Lock Configuration".to_owned())
+            }
+            volume::VolumeError::InvalidBucketState(why) => Self::InvalidBucketState(why),
             other => Self::Internal(other.to_string()),
         }
     }

@@ -26,6 +26,7 @@
 mod error;
 mod locks;
 mod multipart;
+mod object_lock;
 mod objects;
 mod properties;
 mod read;

@@ -196,6 +196,7 @@ impl FileService {
         parts: Vec<MultipartPart>,
         inspector: I,
         describe: D,
+        lock: Option<volume::VersionLock>,
     ) -> Result<(FileMeta, T), ServiceError>
     where
         I: Inspect<Refused = std::convert::Infallible>,
@@ -208,6 +209,7 @@ impl FileService {
             declared: Some(declared),
             content_type: Some(upload.content_type.clone()).filter(|given| !given.is_empty()),
             create_only: false,
+            lock,
         };
         let stored = self
             .store_parts(

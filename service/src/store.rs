@@ -36,6 +36,9 @@ pub struct StoreOptions {
     pub content_type: Option<String>,
     /// Refuse to replace an existing file (`If-None-Match: *`).
     pub create_only: bool,
+    /// The object lock the file is stored under (S3's
+    /// `x-amz-object-lock-*`); without one its bucket's default applies.
+    pub lock: Option<volume::VersionLock>,
 }
 
 /// An upload that may go ahead: its checks passed; its body is next.
@@ -111,6 +114,9 @@ impl UploadSession<'_> {
         }
         if let Some(id) = completes {
             upload = upload.completing(id);
+        }
+        if let Some(lock) = options.lock {
+            upload = upload.locked(lock);
         }
         let request = StoreRequest {
             path: path.as_str().to_owned(),

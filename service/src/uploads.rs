@@ -353,6 +353,7 @@ impl FileService {
             declared: upload.length,
             content_type: Some(upload.content_type.clone()).filter(|given| !given.is_empty()),
             create_only: upload.create_only,
+            lock: None,
         };
         let mut parts = self
             .volume
@@ -546,12 +547,15 @@ fn is_final(error: &ServiceError) -> bool {
         | ServiceError::OverBudget(_)
         | ServiceError::RangeNotSatisfiable { .. }
         | ServiceError::Forbidden(_)
+        | ServiceError::NoObjectLock(_)
+        | ServiceError::InvalidBucketState(_)
         | ServiceError::PreconditionFailed(_) => true,
         ServiceError::Unavailable(_)
         | ServiceError::NoSpace
         | ServiceError::QuotaExceeded(_)
         | ServiceError::RequestTimeout(_)
         | ServiceError::Locked(_)
+        | ServiceError::ObjectLocked(_)
         | ServiceError::Integrity(_)
         | ServiceError::Internal(_) => false,
     }

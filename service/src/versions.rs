@@ -55,17 +55,22 @@ impl FileService {
     }
 
     /// Remove the version `version_id` of `path` for good; what was
-    /// removed (`None`: there was no such version).
+    /// removed (`None`: there was no such version). Object lock's holds
+    /// refuse it (`ObjectLocked`); `bypass`: the caller asks to bypass
+    /// governance retention, which whoever acts for the tree's owner may.
     pub async fn delete_version(
         &self,
         owner: Owner,
         path: &FilePath,
         version_id: &str,
+        bypass: bool,
         tokens: &LockTokens,
     ) -> Result<Option<Version>, ServiceError> {
         self.check_delete(owner, path, tokens).await?;
         mapped(
-            self.volume.delete_version(owner, path, version_id).await,
+            self.volume
+                .delete_version(owner, path, version_id, bypass)
+                .await,
             path.as_str(),
         )
     }

@@ -45,6 +45,10 @@ pub struct VolumeConfig {
     /// Whether trees S3 set no versioning for keep versions and a trash,
     /// and for how long.
     pub history: HistoryPolicy,
+    /// How long a day of lifecycle rules is: a day, except under the test
+    /// clock (`--lifecycle-test-day`), which only a gateway on loopback
+    /// accepts.
+    pub lifecycle_day: Duration,
 }
 
 impl VolumeConfig {
@@ -58,6 +62,7 @@ impl VolumeConfig {
             orphan_grace: DEFAULT_ORPHAN_GRACE,
             removal_lease: DEFAULT_REMOVAL_LEASE,
             history: HistoryPolicy::default(),
+            lifecycle_day: Duration::from_secs(24 * 3600),
         }
     }
 }

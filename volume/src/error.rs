@@ -13,6 +13,23 @@ pub enum VolumeError {
     NoSuchVersion { path: String, version_id: String },
     #[error("version {version_id} of {path} is a delete marker")]
     DeleteMarker { path: String, version_id: String },
+    #[error("version {version_id} of {path} is locked: {reason}")]
+    Locked {
+        path: String,
+        version_id: String,
+        reason: String,
+    },
+    #[error(
+        "user {0} keeps versions under object lock (a retention that has not ended, or a \
+         legal hold): the user cannot be removed until they are released"
+    )]
+    UserHoldsLockedVersions(String),
+    /// Object lock asked of a bucket that has none.
+    #[error("the bucket {0} has no object lock configuration")]
+    NoObjectLock(String),
+    /// A bucket's configuration that its state does not allow.
+    #[error("{0}")]
+    InvalidBucketState(String),
     #[error("{0} already exists")]
     AlreadyExists(String),
     #[error(transparent)]

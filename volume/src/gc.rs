@@ -218,6 +218,15 @@ impl Volume {
                 "removed versions and trash past the retention"
             );
         }
+        let released_locks = self
+            .db()
+            .write(async |tx: &mut crate::db::WriteTx| {
+                crate::object_lock::sweep(tx, crate::types::now_ms()).await
+            })
+            .await?;
+        if released_locks > 0 {
+            tracing::debug!(released_locks, "forgot object locks of versions gone");
+        }
         let expired_locks = locks::clear_expired(self.db()).await?;
         if expired_locks > 0 {
             tracing::debug!(expired_locks, "cleared expired WebDAV locks");

@@ -50,6 +50,7 @@ pub mod samples;
 pub mod webdav;
 
 mod blobs;
+mod bucket_config;
 mod config;
 mod db;
 mod error;
@@ -57,7 +58,10 @@ mod footprints;
 mod gc;
 mod history;
 mod ledger;
+mod lifecycle;
+mod locking;
 mod locks;
+mod object_lock;
 mod owners;
 mod properties;
 mod quota;
@@ -82,6 +86,13 @@ use crate::db::{Database, WriteTx};
 pub use crate::error::VolumeError;
 pub use crate::footprints::{FootprintRecord, FootprintRetention, FootprintStore, SharedFootprint};
 use crate::ledger::BlobState;
+pub use crate::lifecycle::{
+    AndFilter, Candidate, DAY_MS, Expiration, Lifecycle, LifecycleReport, LifecycleRule,
+    NoncurrentExpiration, RuleFilter, lifecycle_totals,
+};
+pub use crate::object_lock::{
+    BucketLock, DefaultRetention, LockMode, Retention, RetentionPeriod, VersionLock,
+};
 pub use crate::path::{FilePath, PathError, Prefix};
 pub use crate::quota::ENTRY_OVERHEAD;
 pub use crate::quota::versions_evicted;
@@ -106,6 +117,8 @@ pub struct Volume {
     removal_lease: Duration,
     /// What the operator chose for trees S3 set no versioning for.
     policy: HistoryPolicy,
+    /// How long a lifecycle day is (shorter only under the test clock).
+    lifecycle_day_ms: i64,
     /// What S3 set for buckets, as this process last read it.
     versioning: versioning::StateCache,
     /// Who this process's removals name: the data directory's id, held by
@@ -129,6 +142,9 @@ impl Volume {
             orphan_grace: config.orphan_grace,
             removal_lease: config.removal_lease,
             policy: config.history,
+            lifecycle_day_ms: i64::try_from(config.lifecycle_day.as_millis())
+                .unwrap_or(i64::MAX)
+                .max(1),
             versioning: versioning::StateCache::default(),
             claimant: config::claimant(&config.data_dir)?,
         };
@@ -171,6 +187,7 @@ impl Volume {
         let stored = Stored {
             s3_info: None,
             completes: None,
+            lock: None,
         };
         self.put_with(
             owner,
@@ -197,7 +214,11 @@ impl Volume {
         overwrite: bool,
         stored: Stored<'_>,
     ) -> Result<FileMeta, VolumeError> {
-        let Stored { s3_info, completes } = stored;
+        let Stored {
+            s3_info,
+            completes,
+            lock,
+        } = stored;
         let digest = &digests.sha256;
         if !overwrite && self.tree.get(owner, path).await?.is_some() {
             return Err(VolumeError::AlreadyExists(path.to_string()));
@@ -299,6 +320,15 @@ impl Volume {
                         .await
                     {
                         Ok(replaced) => {
+                            locking::stamp(
+                                &mut tx,
+                                owner,
+                                path.as_str(),
+                                &replaced.meta.version_id,
+                                lock,
+                                keeping,
+                            )
+                            .await?;
                             if let Some(previous) = replaced.previous {
                                 self.retire(&mut tx, owner, previous, keeping, &mut released)
                                     .await?;

@@ -14,8 +14,8 @@ use crate::db::WriteTx;
 use crate::db::owned::Adopt;
 use crate::error::VolumeError;
 use crate::tree::{self, Tree};
-use crate::types::{Owner, UserId};
-use crate::{history, locks, properties, uploads, versioning};
+use crate::types::{Owner, UserId, now_ms};
+use crate::{bucket_config, history, locks, object_lock, properties, uploads, versioning};
 
 /// One table's step for one owner, inside the caller's transaction: the
 /// rows it changed.
@@ -82,6 +82,8 @@ pub(crate) const TABLES: &[OwnedTable] = &[
     owned!(rows: tree::FILES, adopt: Tree::adopt_files_in),
     owned!(rows: history::OWNED, adopt: history::adopt_in),
     owned!(rows: versioning::OWNED),
+    owned!(rows: object_lock::OWNED),
+    owned!(rows: bucket_config::OWNED),
     owned!(rows: tree::FOLDERS),
     owned!(rows: properties::OWNED),
     owned!(rows: locks::OWNED),
@@ -138,6 +140,9 @@ impl Accounts {
             let Some(owner) = accounts::lock_user_named(db, tx, name).await? else {
                 return Ok(false);
             };
+            if object_lock::holds_any(tx, owner, now_ms()).await? {
+                return Err(VolumeError::UserHoldsLockedVersions(name.to_owned()));
+            }
             delete_in(tx, owner).await?;
             Ok(true)
         })

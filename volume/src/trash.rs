@@ -13,6 +13,7 @@ use crate::Volume;
 use crate::db::{Database, WriteTx};
 use crate::error::VolumeError;
 use crate::history::{self, Kept};
+use crate::object_lock;
 use crate::path::FilePath;
 use crate::tree::Tree;
 use crate::types::{Digest, FileMeta, Owner, now_ms};
@@ -107,30 +108,53 @@ impl Volume {
     }
 
     /// Remove the deleted file `id` of `owner`'s trash for good, with every
-    /// version of its path before the delete.
+    /// version of its path before the delete; refused (`Locked`) while
+    /// object lock holds one of them.
     pub async fn purge_trashed(&self, owner: Owner, id: i64) -> Result<(), VolumeError> {
         let released = self
             .db()
             .write(async |tx: &mut WriteTx| {
                 let (marker, _) = trashed_in(tx, owner, id).await?;
-                history::remove_through(tx, owner, &marker.meta.path, marker.seq).await
+                let path = &marker.meta.path;
+                let now = now_ms();
+                for kept in history::of_path(tx, owner, path).await? {
+                    if kept.seq > marker.seq || kept.marker {
+                        continue;
+                    }
+                    let version_id = kept.meta.version_id;
+                    let lock = object_lock::get(tx, owner, path, &version_id).await?;
+                    if let Some(reason) = lock.refuses_removal(now, false) {
+                        return Err(VolumeError::Locked {
+                            path: path.clone(),
+                            version_id,
+                            reason,
+                        });
+                    }
+                }
+                history::remove_through(tx, owner, path, marker.seq).await
             })
             .await?;
         self.release_all(&released).await;
         Ok(())
     }
 
-    /// Remove every file in `owner`'s trash for good; how many went.
+    /// Remove every file in `owner`'s trash for good, except those object
+    /// lock holds (they stay); how many went.
     pub async fn empty_trash(&self, owner: Owner) -> Result<u64, VolumeError> {
         let mut removed = 0;
+        let mut before = None;
         loop {
-            let page = self.trash(owner, None, 1000).await?;
-            if page.items.is_empty() {
-                return Ok(removed);
-            }
+            let page = self.trash(owner, before, 1000).await?;
             for item in page.items {
-                self.purge_trashed(owner, item.id).await?;
-                removed += 1;
+                match self.purge_trashed(owner, item.id).await {
+                    Ok(()) => removed += 1,
+                    Err(VolumeError::Locked { .. } | VolumeError::NotFound(_)) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            match page.next_before {
+                Some(next) => before = Some(next),
+                None => return Ok(removed),
             }
         }
     }

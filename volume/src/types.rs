@@ -165,6 +165,9 @@ pub struct Stored<'a> {
     /// The upload whose parts this file is made of: they count against
     /// the owner's quota until the file is stored, and not beside it.
     pub completes: Option<&'a str>,
+    /// The object lock its write asks for (S3's `x-amz-object-lock-*`);
+    /// without one, the bucket's default retention applies.
+    pub lock: Option<crate::VersionLock>,
 }
 
 /// One row of a listing.

@@ -13,6 +13,7 @@ use sqlx::AnyConnection;
 use crate::db::owned::{Adopt, OwnedRows};
 use crate::db::{Database, sql};
 use crate::error::VolumeError;
+use crate::object_lock::BucketLock;
 use crate::types::{HistoryPolicy, Owner, Versioning};
 
 /// How a path's versions are kept: the state, and whether S3 set it (its
@@ -22,6 +23,9 @@ use crate::types::{HistoryPolicy, Owner, Versioning};
 pub(crate) struct Keeping {
     pub(crate) state: Versioning,
     pub(crate) by_s3: bool,
+    /// The bucket's object lock, if it has one: its default retention
+    /// goes to every new version that asks for none.
+    pub(crate) lock: Option<BucketLock>,
 }
 
 impl Keeping {
@@ -85,6 +89,14 @@ const TRUSTED_FOR: Duration = Duration::from_secs(1);
 /// Most buckets remembered (past it, all are forgotten and read again).
 const MOST_REMEMBERED: usize = 4096;
 
+/// What S3 set for a bucket: its versioning, and its object lock if it
+/// enabled one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BucketState {
+    pub(crate) versioning: Versioning,
+    pub(crate) lock: Option<BucketLock>,
+}
+
 /// What S3 set for buckets, as this process last read it: every read and
 /// write of an object asks, and it rarely changes. A state read is trusted
 /// for [`TRUSTED_FOR`], so another gateway's change applies within it (S3's
@@ -96,7 +108,7 @@ pub(crate) struct StateCache(Mutex<HashMap<BucketOf, Remembered>>);
 type BucketOf = (i64, String);
 
 /// What S3 set for a bucket, and when this process read it.
-type Remembered = (Option<Versioning>, Instant);
+type Remembered = (Option<BucketState>, Instant);
 
 impl StateCache {
     /// What S3 set for `owner`'s bucket `bucket`, if it did.
@@ -105,7 +117,7 @@ impl StateCache {
         db: &Database,
         owner: Owner,
         bucket: &str,
-    ) -> Result<Option<Versioning>, VolumeError> {
+    ) -> Result<Option<BucketState>, VolumeError> {
         let key = (owner.id(), bucket.to_owned());
         if let Some((state, read)) = self.entries().get(&key)
             && read.elapsed() < TRUSTED_FOR
@@ -118,7 +130,7 @@ impl StateCache {
     }
 
     /// `state` is what `owner`'s bucket `bucket` has now.
-    pub(crate) fn remember(&self, owner: Owner, bucket: &str, state: Option<Versioning>) {
+    pub(crate) fn remember(&self, owner: Owner, bucket: &str, state: Option<BucketState>) {
         let mut entries = self.entries();
         if entries.len() >= MOST_REMEMBERED {
             entries.clear();
@@ -134,9 +146,13 @@ impl StateCache {
 }
 
 /// How a path keeps versions given what S3 `set` for its bucket.
-fn keeping_of(set: Option<Versioning>, policy: HistoryPolicy) -> Keeping {
+fn keeping_of(set: Option<BucketState>, policy: HistoryPolicy) -> Keeping {
     match set {
-        Some(state) => Keeping { state, by_s3: true },
+        Some(BucketState { versioning, lock }) => Keeping {
+            state: versioning,
+            by_s3: true,
+            lock,
+        },
         None => Keeping {
             state: if policy.versions {
                 Versioning::Enabled
@@ -144,13 +160,18 @@ fn keeping_of(set: Option<Versioning>, policy: HistoryPolicy) -> Keeping {
                 Versioning::Unversioned
             },
             by_s3: false,
+            lock: None,
         },
     }
 }
 
 /// What S3 set for the bucket `bucket` (its name), if it did, read from
 /// the database (see [`StateCache`]).
-async fn get(db: &Database, owner: Owner, bucket: &str) -> Result<Option<Versioning>, VolumeError> {
+async fn get(
+    db: &Database,
+    owner: Owner,
+    bucket: &str,
+) -> Result<Option<BucketState>, VolumeError> {
     let key = format!("{bucket}/");
     if let Some(reader) = db.sync_reader() {
         // Asked by S3's reads of unversioned objects: on the caller's
@@ -158,28 +179,58 @@ async fn get(db: &Database, owner: Owner, bucket: &str) -> Result<Option<Version
         let row = reader.read(|connection| {
             use rusqlite::OptionalExtension as _;
             connection
-                .prepare_cached("SELECT state FROM versioning WHERE owner = ?1 AND path = ?2")?
-                .query_row((owner.id(), key.as_str()), |row| row.get::<_, String>(0))
+                .prepare_cached(
+                    "SELECT state, object_lock FROM versioning WHERE owner = ?1 AND path = ?2",
+                )?
+                .query_row((owner.id(), key.as_str()), |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?))
+                })
                 .optional()
         })?;
-        return Ok(row.map(|state| Versioning::from_db(&state)));
+        return Ok(row.map(|(state, lock)| state_of(&state, lock.as_deref())));
     }
     let mut conn = db.pool().acquire().await?;
     set_state(&mut conn, owner, &key).await
 }
 
-async fn set_state(
+/// What S3 set for the bucket whose folder is `key` (`name/`), read on
+/// `conn`.
+pub(crate) async fn set_state(
     conn: &mut AnyConnection,
     owner: Owner,
     key: &str,
-) -> Result<Option<Versioning>, VolumeError> {
-    let row: Option<(String,)> =
-        sql::query_as("SELECT state FROM versioning WHERE owner = $1 AND path = $2")
+) -> Result<Option<BucketState>, VolumeError> {
+    let row: Option<(String, Option<String>)> =
+        sql::query_as("SELECT state, object_lock FROM versioning WHERE owner = $1 AND path = $2")
             .bind(owner.id())
             .bind(key)
             .fetch_optional(conn)
             .await?;
-    Ok(row.map(|(state,)| Versioning::from_db(&state)))
+    Ok(row.map(|(state, lock)| state_of(&state, lock.as_deref())))
+}
+
+fn state_of(state: &str, lock: Option<&str>) -> BucketState {
+    BucketState {
+        versioning: Versioning::from_db(state),
+        lock: lock.map(BucketLock::from_db),
+    }
+}
+
+/// Enable object lock on the bucket `bucket` inside `tx`, with `lock`'s
+/// default retention (its versioning is on: the caller checked).
+pub(crate) async fn set_lock(
+    tx: &mut AnyConnection,
+    owner: Owner,
+    bucket: &str,
+    lock: BucketLock,
+) -> Result<(), VolumeError> {
+    sql::query("UPDATE versioning SET object_lock = $3 WHERE owner = $1 AND path = $2")
+        .bind(owner.id())
+        .bind(format!("{bucket}/"))
+        .bind(lock.to_db())
+        .execute(tx)
+        .await?;
+    Ok(())
 }
 
 /// Set the bucket `bucket`'s versioning inside `tx`.

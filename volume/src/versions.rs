@@ -12,6 +12,7 @@ use crate::Volume;
 use crate::db::WriteTx;
 use crate::error::VolumeError;
 use crate::history::{self, Kept};
+use crate::object_lock;
 use crate::path::FilePath;
 use crate::tree::Tree;
 use crate::types::{
@@ -88,7 +89,7 @@ impl Volume {
     /// off (kept or let go, see [`Volume::retire`]) and, where versions are
     /// kept, leave a delete marker, even when there was no file (as S3
     /// does) unless `must_exist` (then `NotFound`). The marker's version id.
-    async fn delete_in(
+    pub(crate) async fn delete_in(
         &self,
         tx: &mut AnyConnection,
         owner: Owner,
@@ -205,17 +206,31 @@ impl Volume {
     /// Remove the version `version_id` of `path` for good (S3's
     /// `DeleteObject` with a version): when it was the latest, the next
     /// newest becomes it (a file current again, or a marker). What was
-    /// removed; `None` if there was no such version.
+    /// removed; `None` if there was no such version. A version object
+    /// lock holds is refused (`Locked`); `bypass`: the caller may bypass
+    /// governance retention and asks to.
     pub async fn delete_version(
         &self,
         owner: Owner,
         path: &FilePath,
         version_id: &str,
+        bypass: bool,
     ) -> Result<Option<Version>, VolumeError> {
         let mut released = Vec::new();
         let removed = self
             .db()
             .write(async |tx: &mut WriteTx| {
+                let lock = object_lock::get(tx, owner, path.as_str(), version_id).await?;
+                if let Some(reason) = lock.refuses_removal(now_ms(), bypass) {
+                    return Err(VolumeError::Locked {
+                        path: path.to_string(),
+                        version_id: version_id.to_owned(),
+                        reason,
+                    });
+                }
+                if !lock.is_empty() {
+                    object_lock::forget(tx, owner, path.as_str(), version_id).await?;
+                }
                 let current = self.tree.get_locked(tx, owner, path).await?;
                 if let Some(meta) = current.clone()
                     && meta.version_id == version_id
@@ -330,6 +345,7 @@ impl Volume {
             released.extend(history::remove_null(tx, owner, path.as_str()).await?);
         }
         Tree::put_row(tx, owner, &meta).await?;
+        crate::locking::stamp(tx, owner, path.as_str(), &meta.version_id, None, keeping).await?;
         Ok(meta)
     }
 
@@ -430,7 +446,8 @@ impl Volume {
         owner: Owner,
         bucket: &str,
     ) -> Result<Option<Versioning>, VolumeError> {
-        Ok(match self.versioning.get(self.db(), owner, bucket).await? {
+        let set = self.versioning.get(self.db(), owner, bucket).await?;
+        Ok(match set.map(|set| set.versioning) {
             Some(Versioning::Unversioned) => None,
             Some(state) => Some(state),
             None => self.policy.versions.then_some(Versioning::Enabled),
@@ -440,17 +457,35 @@ impl Volume {
     /// Set `owner`'s bucket `bucket`'s versioning (S3's
     /// `PutBucketVersioning`, or `Unversioned` for a bucket S3 makes): its
     /// versions are then kept by S3's rules, never expired by the
-    /// operator's retention.
+    /// operator's retention. A bucket with object lock keeps versioning
+    /// on (`InvalidBucketState`).
     pub async fn set_bucket_versioning(
         &self,
         owner: Owner,
         bucket: &str,
         state: Versioning,
     ) -> Result<(), VolumeError> {
-        self.db()
-            .write(async |tx: &mut WriteTx| versioning::set(tx, owner, bucket, state).await)
+        let set = self
+            .db()
+            .write(async |tx: &mut WriteTx| {
+                let lock = versioning::set_state(tx, owner, &format!("{bucket}/"))
+                    .await?
+                    .and_then(|set| set.lock);
+                if lock.is_some() && state != Versioning::Enabled {
+                    return Err(VolumeError::InvalidBucketState(
+                        "An Object Lock configuration is present on this bucket, so the \
+                         versioning state cannot be changed."
+                            .to_owned(),
+                    ));
+                }
+                versioning::set(tx, owner, bucket, state).await?;
+                Ok(versioning::BucketState {
+                    versioning: state,
+                    lock,
+                })
+            })
             .await?;
-        self.versioning.remember(owner, bucket, Some(state));
+        self.versioning.remember(owner, bucket, Some(set));
         Ok(())
     }
 

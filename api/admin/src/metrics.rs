@@ -108,6 +108,23 @@ async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
     );
     out.sample(name, "", volume::versions_evicted());
 
+    let name = "wasm_storage_lifecycle_actions_total";
+    out.family(
+        name,
+        "counter",
+        "What S3 lifecycle rules did, by action; `held`: versions a rule reached that object lock kept.",
+    );
+    let done = volume::lifecycle_totals();
+    for (action, count) in [
+        ("expired", done.expired),
+        ("noncurrent_removed", done.noncurrent_removed),
+        ("delete_markers_removed", done.markers_removed),
+        ("uploads_aborted", done.uploads_aborted),
+        ("held", done.held),
+    ] {
+        out.sample(name, &format!("{{action=\"{action}\"}}"), count);
+    }
+
     out.gauge(
         "wasm_storage_uploads_in_progress",
         "Unfinished resumable uploads (every gateway of this store).",

@@ -82,6 +82,10 @@ fn service_status(error: &ServiceError) -> (StatusCode, &'static str) {
         ServiceError::QuotaExceeded(_) => (StatusCode::INSUFFICIENT_STORAGE, "quota_exceeded"),
         ServiceError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
         ServiceError::Locked(_) => (StatusCode::LOCKED, "locked"),
+        // Object lock: not a WebDAV lock a token lifts, so not 423.
+        ServiceError::ObjectLocked(_) => (StatusCode::FORBIDDEN, "object_locked"),
+        ServiceError::NoObjectLock(_) => (StatusCode::BAD_REQUEST, "no_object_lock"),
+        ServiceError::InvalidBucketState(_) => (StatusCode::CONFLICT, "invalid_bucket_state"),
         ServiceError::PreconditionFailed(_) => {
             (StatusCode::PRECONDITION_FAILED, "precondition_failed")
         }

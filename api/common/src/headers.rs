@@ -123,6 +123,7 @@ pub fn store_options(headers: &HeaderMap) -> StoreOptions {
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned),
         create_only: parse_if_none_match(headers).iter().any(|tag| tag == "*"),
+        lock: None,
     }
 }
 /// Whether the query string has the parameter `name` (with or without a value).

@@ -253,6 +253,7 @@ async fn create(
             create_only: headers
                 .get(header::IF_NONE_MATCH)
                 .is_some_and(|value| value.as_bytes() == b"*"),
+            lock: None,
         };
         let raw_metadata = headers
             .get("upload-metadata")

@@ -122,6 +122,7 @@ impl S3Api {
     ) -> S3Result<S3Response<CreateBucketOutput>> {
         let caller = caller(&req)?;
         let bucket = &req.input.bucket;
+        let locked = req.input.object_lock_enabled_for_bucket == Some(true);
         if !s3s::path::check_bucket_name(bucket) {
             return Err(s3_error!(InvalidBucketName));
         }
@@ -146,11 +147,18 @@ impl S3Api {
             .await
             .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
         // A bucket S3 makes is unversioned until `PutBucketVersioning`,
-        // whatever the operator's default for people's folders.
-        self.files
-            .set_bucket_versioning(caller.owner(), bucket, volume::Versioning::Unversioned)
-            .await
-            .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
+        // whatever the operator's default for people's folders; one made
+        // with object lock is versioned for good.
+        if locked {
+            self.files
+                .set_bucket_lock(caller.owner(), bucket, volume::BucketLock::default(), true)
+                .await
+        } else {
+            self.files
+                .set_bucket_versioning(caller.owner(), bucket, volume::Versioning::Unversioned)
+                .await
+        }
+        .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
         Ok(S3Response::new(CreateBucketOutput {
             location: Some(format!("/{bucket}")),
         }))
@@ -191,6 +199,10 @@ impl S3Api {
         }
         self.files
             .forget_bucket_versioning(owner, bucket)
+            .await
+            .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
+        self.files
+            .delete_bucket_config(owner, bucket, true)
             .await
             .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
         Ok(S3Response::new(DeleteBucketOutput::default()))

@@ -17,6 +17,7 @@ use super::conditions::{copy_source_conditions, copy_source_conditions_of};
 use super::error::object_error;
 use super::info::{ObjectInfo, check_metadata_size};
 use super::lookup::Found;
+use super::object_lock::asked_lock;
 use super::versioning::checked_version;
 use super::{S3Api, caller, object_path, timestamp};
 
@@ -33,6 +34,15 @@ impl S3Api {
         let (from, source, source_version) = self.copy_source(owner, &input.copy_source).await?;
         copy_source_conditions_of!(&source, input)?;
         self.require_bucket(owner, &input.bucket).await?;
+        // A copy asks for its own lock, or gets the bucket's default: the
+        // source's stays the source's.
+        let lock = asked_lock(
+            input.object_lock_mode.as_ref(),
+            input.object_lock_retain_until_date.as_ref(),
+            input.object_lock_legal_hold_status.as_ref(),
+        )?;
+        self.require_lock_for(owner, &input.bucket, lock.as_ref())
+            .await?;
         let to = object_path(&input.bucket, &input.key)?;
         let replace = match input
             .metadata_directive
@@ -67,6 +77,12 @@ impl S3Api {
             )
             .await
             .map_err(object_error)?;
+        if let Some(lock) = lock {
+            self.files
+                .lock_new_version(owner, &to, &copied.version_id, lock)
+                .await
+                .map_err(object_error)?;
+        }
         let mut info = source.info.clone().unwrap_or_else(|| ObjectInfo {
             etag: source.etag.clone(),
             ..ObjectInfo::default()

@@ -33,12 +33,19 @@ impl S3Api {
         let caller = caller(&req)?;
         let input = req.input;
         self.require_bucket(caller.owner(), &input.bucket).await?;
+        let bypass = self
+            .governance_bypass(
+                caller.owner(),
+                &input.bucket,
+                input.bypass_governance_retention,
+            )
+            .await?;
         let outcome = self
             .delete_key(
                 caller.owner(),
-                &input.bucket,
-                &input.key,
+                (&input.bucket, &input.key),
                 input.version_id.as_deref(),
+                bypass,
             )
             .await?;
         Ok(S3Response::new(DeleteObjectOutput {
@@ -50,13 +57,14 @@ impl S3Api {
 
     /// Delete `key` of `bucket` (its `version`, if one is named): a key
     /// that is not there is deleted already (S3's deletes are idempotent),
-    /// and so is a version that is not.
+    /// and so is a version that is not. A version object lock holds is
+    /// refused (`AccessDenied`) unless `bypass` lifts its governance.
     async fn delete_key(
         &self,
         owner: Owner,
-        bucket: &str,
-        key: &str,
+        (bucket, key): (&str, &str),
         version: Option<&str>,
+        bypass: bool,
     ) -> S3Result<Outcome> {
         let version = version.map(checked_version).transpose()?;
         if key.ends_with('/') && version.is_none_or(|version| version == NULL_VERSION) {
@@ -83,7 +91,7 @@ impl S3Api {
         if let Some(version) = version {
             let removed = self
                 .files
-                .delete_version(owner, &path, version, &tokens)
+                .delete_version(owner, &path, version, bypass, &tokens)
                 .await
                 .map_err(object_error)?;
             return Ok(Outcome {
@@ -117,6 +125,9 @@ impl S3Api {
             ));
         }
         let quiet = input.delete.quiet.unwrap_or(false);
+        let bypass = self
+            .governance_bypass(owner, &input.bucket, input.bypass_governance_retention)
+            .await?;
         let mut deleted = Vec::new();
         let mut errors = Vec::new();
         for object in input.delete.objects {
@@ -129,8 +140,13 @@ impl S3Api {
                     "The specified version does not exist."
                 )),
                 _ => {
-                    self.delete_key(owner, &input.bucket, &object.key, asked.as_deref())
-                        .await
+                    self.delete_key(
+                        owner,
+                        (&input.bucket, &object.key),
+                        asked.as_deref(),
+                        bypass,
+                    )
+                    .await
                 }
             };
             match outcome {

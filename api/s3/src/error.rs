@@ -56,6 +56,10 @@ pub(super) fn s3_error_of(error: ServiceError, not_found: S3ErrorCode) -> S3Erro
         ServiceError::Forbidden(_) => (S3ErrorCode::AccessDenied, None),
         ServiceError::RequestTimeout(_) => (S3ErrorCode::RequestTimeout, None),
         ServiceError::Locked(_) => (S3ErrorCode::OperationAborted, None),
+        // Held by object lock: S3 answers AccessDenied, whatever holds it.
+        ServiceError::ObjectLocked(_) => (S3ErrorCode::AccessDenied, None),
+        ServiceError::NoObjectLock(_) => (S3ErrorCode::InvalidRequest, None),
+        ServiceError::InvalidBucketState(_) => (S3ErrorCode::InvalidBucketState, None),
         ServiceError::Integrity(_) | ServiceError::Internal(_) => {
             // The detail (the client sees a generic message).
             tracing::error!(?error, "an S3 request failed");

@@ -21,6 +21,7 @@ use super::error::object_error;
 use super::info::EMPTY_MD5;
 use super::info::{ObjectInfo, etag_of};
 use super::lookup::Found;
+use super::object_lock::LockFields;
 use super::versioning::checked_version;
 use super::{S3Api, caller, object_path, timestamp};
 
@@ -46,6 +47,10 @@ macro_rules! object_answer {
                 expires: answer.expires,
                 parts_count: answer.parts_count,
                 version_id: answer.version_id,
+                object_lock_mode: answer.lock.mode,
+                object_lock_retain_until_date: answer.lock.until,
+                object_lock_legal_hold_status: answer.lock.hold,
+                expiration: answer.expiration,
                 ..$output::default()
             },
             answer.checksums
@@ -138,6 +143,9 @@ impl S3Api {
         answer.version_id = self
             .version_header_for(owner, &input.bucket, &read.meta.version_id)
             .await?;
+        answer.lock = self
+            .lock_fields_for(owner, &input.bucket, &read.meta)
+            .await?;
         let answer = answer.overridden(Overrides {
             content_type: input.response_content_type,
             cache_control: input.response_cache_control,
@@ -195,6 +203,12 @@ impl S3Api {
         );
         answer.version_id = self
             .version_header_for(owner, &input.bucket, &found.meta.version_id)
+            .await?;
+        answer.lock = self
+            .lock_fields_for(owner, &input.bucket, &found.meta)
+            .await?;
+        answer.expiration = self
+            .expiration_for(owner, &input.bucket, &found.meta)
             .await?;
         Ok(S3Response::new(answer.head()))
     }
@@ -311,6 +325,10 @@ struct Answer {
     checksums: ChecksumFields,
     /// `x-amz-version-id`: none from a bucket never versioned.
     version_id: Option<String>,
+    /// `x-amz-object-lock-*`: none from a bucket without object lock.
+    lock: LockFields,
+    /// `x-amz-expiration`: when a lifecycle rule expires the object.
+    expiration: Option<String>,
 }
 
 impl Answer {
@@ -372,6 +390,8 @@ impl Answer {
             parts_count: parts_count(info, part),
             checksums,
             version_id: None,
+            lock: LockFields::default(),
+            expiration: None,
         }
     }
 

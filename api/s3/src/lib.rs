@@ -18,6 +18,10 @@
 //! - `delete`: `DeleteObject` and `DeleteObjects`.
 //! - `list`: `ListObjects` and `ListObjectsV2` over the flat key space.
 //! - `multipart`: multipart uploads as upload sessions of the service.
+//! - `versioning`: a bucket's versioning, and listing versions.
+//! - `object_lock`: a bucket's object lock, a version's retention and
+//!   legal hold.
+//! - `lifecycle`: a bucket's lifecycle rules.
 //!
 //! and what they share:
 //!
@@ -47,9 +51,11 @@ mod guard;
 mod if_range;
 mod info;
 pub mod keys;
+mod lifecycle;
 mod list;
 mod lookup;
 mod multipart;
+mod object_lock;
 mod paging;
 mod put;
 mod versioning;
@@ -79,7 +85,10 @@ pub fn router(
     loopback: bool,
 ) -> anyhow::Result<Router> {
     let keys = keys::KeyRing::new(auth, master, loopback);
-    let mut builder = S3ServiceBuilder::new(S3Api { files });
+    let mut builder = S3ServiceBuilder::new(S3Api {
+        files,
+        lifecycles: lifecycle::RuleCache::default(),
+    });
     builder.set_auth(keys.clone());
     builder.set_access(keys);
     // What s3s reads whole, outside the memory budget, stays small: an XML
@@ -150,6 +159,8 @@ impl s3s::host::S3Host for Portless {
 #[derive(Debug, Clone)]
 struct S3Api {
     files: FileService,
+    /// Buckets' lifecycle rules, as last read (`x-amz-expiration`).
+    lifecycles: lifecycle::RuleCache,
 }
 
 /// The caller `s3s`'s access check found for `req` (see `keys`).
@@ -370,5 +381,68 @@ impl S3 for S3Api {
         req: S3Request<s3s::dto::ListMultipartUploadsInput>,
     ) -> S3Result<S3Response<s3s::dto::ListMultipartUploadsOutput>> {
         self.list_multipart_uploads_(req).await
+    }
+
+    async fn put_object_lock_configuration(
+        &self,
+        req: S3Request<s3s::dto::PutObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<s3s::dto::PutObjectLockConfigurationOutput>> {
+        self.put_object_lock_configuration_(req).await
+    }
+
+    async fn get_object_lock_configuration(
+        &self,
+        req: S3Request<s3s::dto::GetObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetObjectLockConfigurationOutput>> {
+        self.get_object_lock_configuration_(req).await
+    }
+
+    async fn put_object_retention(
+        &self,
+        req: S3Request<s3s::dto::PutObjectRetentionInput>,
+    ) -> S3Result<S3Response<s3s::dto::PutObjectRetentionOutput>> {
+        self.put_object_retention_(req).await
+    }
+
+    async fn get_object_retention(
+        &self,
+        req: S3Request<s3s::dto::GetObjectRetentionInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetObjectRetentionOutput>> {
+        self.get_object_retention_(req).await
+    }
+
+    async fn put_object_legal_hold(
+        &self,
+        req: S3Request<s3s::dto::PutObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<s3s::dto::PutObjectLegalHoldOutput>> {
+        self.put_object_legal_hold_(req).await
+    }
+
+    async fn get_object_legal_hold(
+        &self,
+        req: S3Request<s3s::dto::GetObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetObjectLegalHoldOutput>> {
+        self.get_object_legal_hold_(req).await
+    }
+
+    async fn put_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<s3s::dto::PutBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<s3s::dto::PutBucketLifecycleConfigurationOutput>> {
+        self.put_bucket_lifecycle_configuration_(req).await
+    }
+
+    async fn get_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<s3s::dto::GetBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetBucketLifecycleConfigurationOutput>> {
+        self.get_bucket_lifecycle_configuration_(req).await
+    }
+
+    async fn delete_bucket_lifecycle(
+        &self,
+        req: S3Request<s3s::dto::DeleteBucketLifecycleInput>,
+    ) -> S3Result<S3Response<s3s::dto::DeleteBucketLifecycleOutput>> {
+        self.delete_bucket_lifecycle_(req).await
     }
 }

@@ -16,6 +16,7 @@ use super::conditions::{matches, precondition_failed};
 use super::error::object_error;
 use super::info::EMPTY_MD5;
 use super::info::{DEFAULT_CONTENT_TYPE, ObjectInfo, check_metadata_size};
+use super::object_lock::{asked_lock, require_body_check};
 use super::{S3Api, caller, object_path};
 
 impl S3Api {
@@ -28,8 +29,18 @@ impl S3Api {
         let caller = caller(&req)?;
         let owner = caller.owner();
         let checks = body_checks_of!(req)?;
+        let lock = asked_lock(
+            req.input.object_lock_mode.as_ref(),
+            req.input.object_lock_retain_until_date.as_ref(),
+            req.input.object_lock_legal_hold_status.as_ref(),
+        )?;
+        if lock.is_some() {
+            require_body_check(&req.headers, "Put Object")?;
+        }
         let input = req.input;
         self.require_bucket(owner, &input.bucket).await?;
+        self.require_lock_for(owner, &input.bucket, lock.as_ref())
+            .await?;
         // A key ending in `/` names a folder (what consoles make as one).
         if input.key.ends_with('/') {
             if input.content_length.unwrap_or(0) > 0 {
@@ -73,6 +84,7 @@ impl S3Api {
                 |content_type| content_type.to_string(),
             )),
             create_only: matches!(input.if_none_match, Some(ETagCondition::Any)),
+            lock,
         };
         let meta: BTreeMap<String, String> =
             input.metadata.unwrap_or_default().into_iter().collect();
@@ -102,6 +114,7 @@ impl S3Api {
             Refusal::Refused(refused) => refused,
             Refusal::Failed(error) => put_error(error),
         })?;
+        let expiration = self.expiration_for(owner, &input.bucket, &stored).await?;
         // S3 names a version made by a write only where versioning is on
         // (under Suspended, the null version it makes goes unnamed).
         let version_id = (stored.version_id != NULL_VERSION).then_some(stored.version_id);
@@ -110,6 +123,7 @@ impl S3Api {
             PutObjectOutput {
                 e_tag: Some(ETag::Strong(info.etag)),
                 version_id,
+                expiration,
                 ..PutObjectOutput::default()
             },
             fields

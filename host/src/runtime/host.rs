@@ -153,6 +153,8 @@ pub struct Upload {
     /// The upload whose parts this body is (their bytes count against the
     /// quota until the file is stored, not beside it).
     completes: Option<String>,
+    /// The object lock the write asks for (S3's headers).
+    lock: Option<volume::VersionLock>,
     /// Most bytes the body may have.
     limit: u64,
     received: u64,
@@ -186,6 +188,12 @@ impl Upload {
         self
     }
 
+    /// The file is stored under `lock` (else its bucket's default).
+    pub fn locked(mut self, lock: volume::VersionLock) -> Self {
+        self.lock = Some(lock);
+        self
+    }
+
     /// `body` as the client sends it, at most `limit` bytes, staged in
     /// `staged` as it passes.
     pub fn new(body: axum::body::Body, limit: u64, staged: StagedBlob) -> Self {
@@ -194,6 +202,7 @@ impl Upload {
             describe: None,
             staged: Some(staged),
             completes: None,
+            lock: None,
             limit,
             received: 0,
             pending: Bytes::new(),
@@ -442,6 +451,7 @@ impl bindings::wasm_storage::storage::volume::Host for HostState {
         let stored = volume::Stored {
             s3_info: s3_info.as_deref(),
             completes: upload.completes.as_deref(),
+            lock: upload.lock,
         };
         self.volume
             .put_with(

@@ -15,8 +15,9 @@ use sqlx::AnyConnection;
 use crate::db::owned::{Adopt, OwnedRows};
 use crate::db::{Database, sql};
 use crate::error::VolumeError;
+use crate::object_lock::{self, Paths};
 use crate::tree::COLUMNS;
-use crate::types::{Digest, FileMeta, NULL_VERSION, Owner, Version, new_version_id};
+use crate::types::{Digest, FileMeta, NULL_VERSION, Owner, Version, new_version_id, now_ms};
 
 mod retention;
 
@@ -307,13 +308,25 @@ pub(crate) async fn remove_through(
     Ok(digests(gone))
 }
 
-/// Move the history of `from` to `to` (a file moved), inside `tx`.
+/// Move the history of `from` to `to` (a file moved), inside `tx`;
+/// refused (`Locked`) while object lock holds a version of `from`, or
+/// the null version of `to` this would replace.
 pub(crate) async fn rename(
     tx: &mut AnyConnection,
     owner: Owner,
     from: &str,
     to: &str,
 ) -> Result<(), VolumeError> {
+    let now = now_ms();
+    object_lock::refuse_held(tx, owner, Paths::One(from), now).await?;
+    let replaced = object_lock::get(tx, owner, to, NULL_VERSION).await?;
+    if let Some(reason) = replaced.refuses_removal(now, false) {
+        return Err(VolumeError::Locked {
+            path: to.to_owned(),
+            version_id: NULL_VERSION.to_owned(),
+            reason,
+        });
+    }
     // One path keeps one null version: the one moved in wins.
     sql::query(
         "DELETE FROM file_versions WHERE owner = $1 AND path = $3 AND version_id = 'null'
@@ -335,7 +348,8 @@ pub(crate) async fn rename(
 }
 
 /// Move the history of every path under the folder `from` (to `upper`) to
-/// lie under `to`, inside `tx`.
+/// lie under `to`, inside `tx`; refused (`Locked`) while object lock holds
+/// a version there.
 pub(crate) async fn rename_range(
     tx: &mut AnyConnection,
     owner: Owner,
@@ -343,6 +357,8 @@ pub(crate) async fn rename_range(
     to: &str,
     upper: &str,
 ) -> Result<(), VolumeError> {
+    let within = Paths::Within { lower: from, upper };
+    object_lock::refuse_held(tx, owner, within, now_ms()).await?;
     sql::query(
         "UPDATE file_versions SET path = $2 || SUBSTR(path, CAST($3 AS INTEGER))
          WHERE owner = $1 AND path >= $4 AND path < $5",

@@ -7,7 +7,8 @@ use sqlx::AnyConnection;
 use super::{Kept, READ};
 use crate::db::{Database, sql};
 use crate::error::VolumeError;
-use crate::types::Owner;
+use crate::object_lock;
+use crate::types::{Owner, now_ms};
 
 /// The bytes and rows (delete markers included) of `owner`'s kept
 /// versions the retention governs, read on `conn`: what making room could
@@ -36,8 +37,9 @@ pub(crate) async fn oldest_retained(
     owner: Owner,
     limit: usize,
 ) -> Result<Vec<Kept>, VolumeError> {
+    let unheld = object_lock::unheld(now_ms());
     Ok(sql::query_as(&format!(
-        "SELECT {READ} FROM file_versions WHERE owner = $1 AND retained = 1
+        "SELECT {READ} FROM file_versions WHERE owner = $1 AND retained = 1 AND {unheld}
          ORDER BY archived_ms, seq LIMIT $2"
     ))
     .bind(owner.id())
@@ -62,8 +64,10 @@ pub(crate) async fn expired(
             Ok(Self(Owner::from_id(owner), Kept::from_row(row)?))
         }
     }
+    let unheld = object_lock::unheld(now_ms());
     let rows: Vec<Row> = sql::query_as(&format!(
-        "SELECT {READ}, owner FROM file_versions WHERE retained = 1 AND archived_ms < $1
+        "SELECT {READ}, owner FROM file_versions
+         WHERE retained = 1 AND archived_ms < $1 AND {unheld}
          ORDER BY archived_ms, seq LIMIT $2"
     ))
     .bind(before_ms)

@@ -13,6 +13,7 @@ mod collection;
 mod dav;
 mod estimator_samples;
 mod files;
+mod object_lock;
 mod owners;
 mod uploads;
 mod versions;

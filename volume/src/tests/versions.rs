@@ -107,7 +107,7 @@ async fn overwrites_and_deletes_keep_every_version(backend: &Backend) {
 
     // One version removed for good: its blob goes (no other names it).
     let removed = volume
-        .delete_version(owner, &path("docs/f.txt"), &ids[1])
+        .delete_version(owner, &path("docs/f.txt"), &ids[1], false)
         .await
         .unwrap()
         .unwrap();
@@ -115,14 +115,14 @@ async fn overwrites_and_deletes_keep_every_version(backend: &Backend) {
     assert!(!exists(&volume, &digest_of(b"two")).await);
     assert_eq!(
         volume
-            .delete_version(owner, &path("docs/f.txt"), &ids[1])
+            .delete_version(owner, &path("docs/f.txt"), &ids[1], false)
             .await
             .unwrap(),
         None
     );
     // The current one removed: the newest before it is current again.
     volume
-        .delete_version(owner, &path("docs/f.txt"), &back.version_id)
+        .delete_version(owner, &path("docs/f.txt"), &back.version_id, false)
         .await
         .unwrap();
     assert_eq!(read(&volume, "docs/f.txt").await.unwrap().1, b"three");
@@ -278,7 +278,7 @@ async fn buckets_follow_s3s_three_states(backend: &Backend) {
     assert!(marker.marker.is_some_and(|id| id.len() == 32));
     // Removing the latest marker brings the version under it back.
     volume
-        .delete_version(owner, &path("b/k"), NULL_VERSION)
+        .delete_version(owner, &path("b/k"), NULL_VERSION, false)
         .await
         .unwrap();
     assert_eq!(read(&volume, "b/k").await.unwrap().1, b"e1");

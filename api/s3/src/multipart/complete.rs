@@ -118,6 +118,7 @@ impl S3Api {
             key,
         } = completion;
         let count = chosen.len();
+        let lock = pending.lock.map(volume::VersionLock::from);
         let part_sizes: Vec<u64> = chosen.iter().map(|part| part.size).collect();
         let whole = WholeChecksum(
             pending
@@ -144,7 +145,7 @@ impl S3Api {
         };
         let (stored, info) = self
             .files
-            .complete_multipart(&caller, &upload, chosen, whole, describe)
+            .complete_multipart(&caller, &upload, chosen, whole, describe, lock)
             .await
             .map_err(object_error)?;
         let fields = ChecksumFields::of(info.checksum.as_ref());

@@ -10,6 +10,7 @@ use s3s::{S3Request, S3Response, S3Result, s3_error};
 use crate::checksum::Algorithm;
 use crate::error::object_error;
 use crate::info::{DEFAULT_CONTENT_TYPE, ObjectInfo, check_metadata_size};
+use crate::object_lock::{AskedLock, asked_lock};
 use crate::{S3Api, caller, object_path};
 
 use super::Pending;
@@ -20,8 +21,15 @@ impl S3Api {
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
         let caller = caller(&req)?;
+        let lock = asked_lock(
+            req.input.object_lock_mode.as_ref(),
+            req.input.object_lock_retain_until_date.as_ref(),
+            req.input.object_lock_legal_hold_status.as_ref(),
+        )?;
         let input = req.input;
         self.require_bucket(caller.owner(), &input.bucket).await?;
+        self.require_lock_for(caller.owner(), &input.bucket, lock.as_ref())
+            .await?;
         let path = object_path(&input.bucket, &input.key)?;
         let checksum = input
             .checksum_algorithm
@@ -68,6 +76,7 @@ impl S3Api {
             ),
             checksum,
             full_object,
+            lock: lock.map(AskedLock::from),
         };
         let upload = self
             .files
