@@ -15,6 +15,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "s3/object_lock.rs"]
+mod object_lock;
 #[path = "s3/versions.rs"]
 mod versions;
 
@@ -1547,6 +1549,15 @@ struct SharedBackend {
 async fn on_postgres_and_seaweedfs(
     name: &'static str,
 ) -> (S3TestServer, (String, String), SharedBackend) {
+    on_postgres_and_seaweedfs_with(name, |_| {}).await
+}
+
+/// [`on_postgres_and_seaweedfs`], the gateway's configuration changed by
+/// `configure` too.
+async fn on_postgres_and_seaweedfs_with(
+    name: &'static str,
+    configure: impl FnOnce(&mut gateway::config::Config),
+) -> (S3TestServer, (String, String), SharedBackend) {
     let (postgres, seaweed) = tokio::task::spawn_blocking(move || {
         (
             testsupport::Postgres::start().unwrap(),
@@ -1565,6 +1576,7 @@ async fn on_postgres_and_seaweedfs(
             secret_access_key: Some(seaweed.secret_key().to_owned()),
             allow_http: Some(true),
         };
+        configure(config);
     })
     .await;
     server.server.add_user("alice", PASSWORD, false, None).await;

@@ -114,7 +114,7 @@ impl Volume {
     ) -> Result<String, VolumeError> {
         self.change_lock(owner, path, version_id, move |lock, _| {
             Ok(VersionLock {
-                legal_hold: on,
+                legal_hold: Some(on),
                 ..lock
             })
         })
@@ -229,7 +229,7 @@ pub(crate) async fn stamp(
             }),
         ) => VersionLock {
             retention: Some(default.from(now_ms())),
-            legal_hold: false,
+            legal_hold: None,
         },
         _ => return Ok(()),
     };

@@ -128,13 +128,19 @@ impl BucketLock {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct VersionLock {
     pub retention: Option<Retention>,
-    pub legal_hold: bool,
+    /// On or off; `None`: never set (S3 answers the two apart).
+    pub legal_hold: Option<bool>,
 }
 
 impl VersionLock {
     /// Whether nothing is set.
     pub fn is_empty(&self) -> bool {
-        self.retention.is_none() && !self.legal_hold
+        self.retention.is_none() && self.legal_hold.is_none()
+    }
+
+    /// Whether its legal hold is on.
+    pub fn held_legally(&self) -> bool {
+        self.legal_hold == Some(true)
     }
 
     /// The retention, while it holds at `now_ms`.
@@ -145,13 +151,13 @@ impl VersionLock {
 
     /// Whether the version is held at `now_ms`.
     pub fn holds(&self, now_ms: i64) -> bool {
-        self.legal_hold || self.retained(now_ms).is_some()
+        self.held_legally() || self.retained(now_ms).is_some()
     }
 
     /// Why removing the version at `now_ms` is refused, if it is:
     /// `bypass` is a caller who may bypass governance asking to.
     pub fn refuses_removal(&self, now_ms: i64, bypass: bool) -> Option<String> {
-        if self.legal_hold {
+        if self.held_legally() {
             return Some("it is under a legal hold".to_owned());
         }
         match self.retained(now_ms) {
@@ -216,7 +222,7 @@ pub(crate) async fn get(
     path: &str,
     version_id: &str,
 ) -> Result<VersionLock, VolumeError> {
-    let row: Option<(Option<String>, Option<i64>, i64)> = sql::query_as(
+    let row: Option<(Option<String>, Option<i64>, Option<i64>)> = sql::query_as(
         "SELECT mode, retain_until_ms, legal_hold FROM object_locks
          WHERE owner = $1 AND path = $2 AND version_id = $3",
     )
@@ -232,7 +238,7 @@ pub(crate) async fn get(
                 .and_then(LockMode::parse)
                 .zip(until)
                 .map(|(mode, until_ms)| Retention { mode, until_ms }),
-            legal_hold: hold != 0,
+            legal_hold: hold.map(|hold| hold != 0),
         }),
     )
 }
@@ -260,7 +266,7 @@ pub(crate) async fn set(
     .bind(version_id)
     .bind(lock.retention.map(|retention| retention.mode.as_str()))
     .bind(lock.retention.map(|retention| retention.until_ms))
-    .bind(i64::from(lock.legal_hold))
+    .bind(lock.legal_hold.map(i64::from))
     .execute(tx)
     .await?;
     Ok(())
@@ -365,7 +371,7 @@ pub(crate) async fn holds_any(
 /// inside `tx`: the collection's sweep. How many went.
 pub(crate) async fn sweep(tx: &mut AnyConnection, now_ms: i64) -> Result<u64, VolumeError> {
     let done = sql::query(
-        "DELETE FROM object_locks WHERE legal_hold = 0
+        "DELETE FROM object_locks WHERE (legal_hold IS NULL OR legal_hold = 0)
            AND (retain_until_ms IS NULL OR retain_until_ms <= $1)
            AND NOT EXISTS (SELECT 1 FROM files f WHERE f.owner = object_locks.owner
                  AND f.path = object_locks.path AND f.version_id = object_locks.version_id)
@@ -413,7 +419,7 @@ mod tests {
     fn governance_yields_to_a_bypass_compliance_and_legal_holds_to_nothing() {
         let governed = VersionLock {
             retention: retention(LockMode::Governance, NOW + 1),
-            legal_hold: false,
+            legal_hold: None,
         };
         assert!(governed.refuses_removal(NOW, false).is_some());
         assert!(governed.refuses_removal(NOW, true).is_none());
@@ -423,12 +429,12 @@ mod tests {
         );
         let complied = VersionLock {
             retention: retention(LockMode::Compliance, NOW + 1),
-            legal_hold: false,
+            legal_hold: None,
         };
         assert!(complied.refuses_removal(NOW, true).is_some());
         let held = VersionLock {
             retention: None,
-            legal_hold: true,
+            legal_hold: Some(true),
         };
         assert!(held.refuses_removal(NOW, true).is_some());
     }
@@ -437,7 +443,7 @@ mod tests {
     fn a_retention_may_be_extended_and_only_governance_shortened_with_a_bypass() {
         let governed = VersionLock {
             retention: retention(LockMode::Governance, NOW + 10),
-            legal_hold: false,
+            legal_hold: None,
         };
         let later = retention(LockMode::Governance, NOW + 20);
         let sooner = retention(LockMode::Governance, NOW + 5);
@@ -450,7 +456,7 @@ mod tests {
         assert!(governed.refuses_retention(None, NOW, true).is_none());
         let complied = VersionLock {
             retention: retention(LockMode::Compliance, NOW + 10),
-            legal_hold: false,
+            legal_hold: None,
         };
         assert!(
             complied

@@ -146,6 +146,9 @@ impl S3Api {
         answer.lock = self
             .lock_fields_for(owner, &input.bucket, &read.meta)
             .await?;
+        answer.expiration = self
+            .expiration_for(owner, &input.bucket, &read.meta)
+            .await?;
         let answer = answer.overridden(Overrides {
             content_type: input.response_content_type,
             cache_control: input.response_cache_control,

@@ -92,7 +92,7 @@ fn filter_of(filter: LifecycleRuleFilter) -> S3Result<RuleFilter> {
         + usize::from(filter.tag.is_some())
         + usize::from(filter.object_size_greater_than.is_some())
         + usize::from(filter.object_size_less_than.is_some());
-    if filter.and.is_some() && conditions > 0 {
+    if conditions > 1 || filter.and.is_some() && conditions > 0 {
         return Err(malformed());
     }
     let and = filter
@@ -137,7 +137,8 @@ fn rule_of(rule: s3s::dto::LifecycleRule) -> S3Result<LifecycleRule> {
             "Transitions are not supported: this store has one storage class."
         ));
     }
-    if rule.prefix.is_some() && rule.filter.is_some() {
+    // Exactly one of the two (S3 reads a rule with neither as malformed).
+    if rule.prefix.is_some() == rule.filter.is_some() {
         return Err(malformed());
     }
     let id = match rule.id {
@@ -156,9 +157,10 @@ fn rule_of(rule: s3s::dto::LifecycleRule) -> S3Result<LifecycleRule> {
             let marker = expiration.expired_object_delete_marker;
             let days = positive(expiration.days, "Days' for Expiration action")?;
             let date_ms = expiration.date.as_ref().map(millis);
-            if days.is_some() && date_ms.is_some()
-                || marker.is_some() && (days.is_some() || date_ms.is_some())
-            {
+            let given = usize::from(days.is_some())
+                + usize::from(date_ms.is_some())
+                + usize::from(marker.is_some());
+            if given != 1 {
                 return Err(malformed());
             }
             if date_ms.is_some_and(|date| date % volume::DAY_MS != 0) {
@@ -174,6 +176,9 @@ fn rule_of(rule: s3s::dto::LifecycleRule) -> S3Result<LifecycleRule> {
     let noncurrent = rule
         .noncurrent_version_expiration
         .map(|noncurrent| {
+            if noncurrent.noncurrent_days.is_none() {
+                return Err(malformed());
+            }
             Ok::<_, S3Error>(NoncurrentExpiration {
                 days: positive(noncurrent.noncurrent_days, "NoncurrentDays")?,
                 newer_versions: positive(
@@ -185,9 +190,10 @@ fn rule_of(rule: s3s::dto::LifecycleRule) -> S3Result<LifecycleRule> {
         .transpose()?;
     let abort_multipart_days = rule
         .abort_incomplete_multipart_upload
-        .map(|abort| positive(abort.days_after_initiation, "DaysAfterInitiation"))
-        .transpose()?
-        .flatten();
+        .map(|abort| {
+            positive(abort.days_after_initiation, "DaysAfterInitiation")?.ok_or_else(malformed)
+        })
+        .transpose()?;
     if expiration.is_none() && noncurrent.is_none() && abort_multipart_days.is_none() {
         return Err(s3_error!(
             InvalidRequest,

@@ -94,8 +94,9 @@ pub(crate) fn asked_lock(
         }
     };
     let legal_hold = match hold.map(ObjectLockLegalHoldStatus::as_str) {
-        None | Some(ObjectLockLegalHoldStatus::OFF) => false,
-        Some(ObjectLockLegalHoldStatus::ON) => true,
+        None => None,
+        Some(ObjectLockLegalHoldStatus::OFF) => Some(false),
+        Some(ObjectLockLegalHoldStatus::ON) => Some(true),
         Some(_) => {
             return Err(s3_error!(
                 InvalidArgument,
@@ -117,8 +118,8 @@ pub(crate) struct AskedLock {
     governance: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     until_ms: Option<i64>,
-    #[serde(default)]
-    legal_hold: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    legal_hold: Option<bool>,
 }
 
 impl From<VersionLock> for AskedLock {
@@ -169,9 +170,14 @@ impl LockFields {
             until: lock
                 .retention
                 .map(|retention| timestamp(retention.until_ms)),
-            hold: lock
-                .legal_hold
-                .then(|| ObjectLockLegalHoldStatus::from(ObjectLockLegalHoldStatus::ON.to_owned())),
+            hold: lock.legal_hold.map(|on| {
+                let status = if on {
+                    ObjectLockLegalHoldStatus::ON
+                } else {
+                    ObjectLockLegalHoldStatus::OFF
+                };
+                ObjectLockLegalHoldStatus::from(status.to_owned())
+            }),
         }
     }
 }
@@ -410,7 +416,8 @@ impl S3Api {
             .version_lock(owner, &path, version)
             .await
             .map_err(object_error)?;
-        let status = if lock.legal_hold {
+        let on = lock.legal_hold.ok_or_else(no_lock_of_object)?;
+        let status = if on {
             ObjectLockLegalHoldStatus::ON
         } else {
             ObjectLockLegalHoldStatus::OFF
@@ -463,7 +470,7 @@ impl S3Api {
         bucket: &str,
         asked: Option<bool>,
     ) -> S3Result<bool> {
-        if asked != Some(true) {
+        if asked.is_none() {
             return Ok(false);
         }
         let locked = self
@@ -473,7 +480,7 @@ impl S3Api {
             .map_err(object_error)?
             .is_some();
         if locked {
-            Ok(true)
+            Ok(asked == Some(true))
         } else {
             Err(s3_error!(
                 InvalidArgument,

@@ -467,7 +467,12 @@ async fn a_delete_gains_no_room_and_an_upload_takes_the_oldest_trash() {
 
 /// `mc` (MinIO's client) on `server` as the key's owner (`MC_HOST_gw`), its
 /// configuration in `dir`.
-async fn mc(server: &S3TestServer, key: &(String, String), dir: &Path, args: &[&str]) -> String {
+pub(super) async fn mc(
+    server: &S3TestServer,
+    key: &(String, String),
+    dir: &Path,
+    args: &[&str],
+) -> String {
     let endpoint = server.endpoint();
     let host = endpoint.trim_start_matches("http://");
     let mut command = clean(&tool("mc"));

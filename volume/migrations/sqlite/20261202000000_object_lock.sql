@@ -17,7 +17,7 @@ CREATE TABLE object_locks (
     version_id      TEXT    NOT NULL,
     mode            TEXT    CHECK (mode IS NULL OR mode IN ('GOVERNANCE', 'COMPLIANCE')),
     retain_until_ms INTEGER,
-    legal_hold      INTEGER NOT NULL DEFAULT 0,
+    legal_hold      INTEGER, -- NULL: never set; 0: off; 1: on
     CHECK ((mode IS NULL) = (retain_until_ms IS NULL)),
     PRIMARY KEY (owner, path, version_id)
 );
