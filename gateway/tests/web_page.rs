@@ -2017,3 +2017,141 @@ async fn trash_and_history_restore_byte_for_byte_in_chromium() {
     browser.close().await.unwrap();
     server.stop().await;
 }
+
+/// Object lock in the page (issue 33): a file in a bucket whose default
+/// retention holds it shows a padlock with its retain-until date in its
+/// History and in the Trash, where Delete forever is disabled with the
+/// reason; the server refuses it too, and Restore still works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locked_file_shows_its_padlock_and_cannot_be_deleted_forever_in_chromium() {
+    const PASSWORD: &str = "correct horse battery staple";
+    let server = TestServer::start(|_| {}).await;
+    server.add_user("alice", PASSWORD, false, None).await;
+    let token = server.create_token("alice").await;
+    let alice = server
+        .state
+        .auth
+        .accounts()
+        .user_named("alice")
+        .await
+        .unwrap()
+        .unwrap();
+    let owner = volume::Owner::user(alice.id);
+    let vault = volume::Prefix::parse("vault/").unwrap();
+    server
+        .state
+        .volume
+        .make_folder(owner, &vault)
+        .await
+        .unwrap();
+    let governance = volume::BucketLock {
+        default: Some(volume::DefaultRetention {
+            mode: volume::LockMode::Governance,
+            period: volume::RetentionPeriod::Days(7),
+        }),
+    };
+    server
+        .state
+        .volume
+        .set_bucket_lock(owner, "vault", governance, true)
+        .await
+        .unwrap();
+    let content = random_bytes(4_000);
+    put_as(&server, &token, "vault/ledger.bin", content.clone()).await;
+
+    let scratch = tempfile::tempdir().unwrap();
+    let driver = Driver::start().await;
+    let browser = driver.browser(&scratch.path().join("profile"), None).await;
+    browser.goto(&server.url("/#vault/")).await.unwrap();
+    sign_in(&browser, "alice", PASSWORD).await;
+    eventually("the locked file", || {
+        present(&browser, "tr[data-path=\"vault/ledger.bin\"]")
+    })
+    .await;
+    click(
+        &browser,
+        "tr[data-path=\"vault/ledger.bin\"] button[aria-label='History of ledger.bin']",
+    )
+    .await;
+    eventually("the padlock in the history", || {
+        present(&browser, "#history-list tr[data-version] .lock")
+    })
+    .await;
+    let padlock = browser
+        .find(Locator::Css("#history-list tr[data-version] .lock"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(padlock.contains("retained (governance) until"), "{padlock}");
+    click(&browser, "#history-dialog .dialog-head button").await;
+
+    click(
+        &browser,
+        "tr[data-path=\"vault/ledger.bin\"] button[aria-label='Delete ledger.bin']",
+    )
+    .await;
+    browser.accept_alert().await.unwrap();
+    eventually("ledger.bin to leave the listing", || async {
+        !present(&browser, "tr[data-path=\"vault/ledger.bin\"]").await
+    })
+    .await;
+    click(&browser, "#trash-open").await;
+    let in_trash = "#trash-list tr[data-path=\"vault/ledger.bin\"]";
+    eventually("the locked file in the trash", || {
+        present(&browser, in_trash)
+    })
+    .await;
+    let purge = browser
+        .find(Locator::Css(&format!("{in_trash} button.purge")))
+        .await
+        .unwrap();
+    assert!(
+        !purge.is_enabled().await.unwrap(),
+        "Delete forever is disabled"
+    );
+    let why = purge.attr("title").await.unwrap().unwrap_or_default();
+    assert!(why.contains("retained (governance) until"), "{why}");
+    let row = browser
+        .find(Locator::Css(in_trash))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(row.contains("\u{1F512}"), "{row}");
+    // The server refuses it whatever the page shows.
+    let trash: serde_json::Value = server
+        .client
+        .get(server.url("/trash"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        trash["items"][0]["lock"]["retain_until"].is_string(),
+        "{trash}"
+    );
+    let id = trash["items"][0]["id"].as_i64().unwrap();
+    let refused = server
+        .client
+        .delete(server.url(&format!("/trash/{id}")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    // Restore works, byte for byte.
+    click(&browser, &format!("{in_trash} button.restore")).await;
+    eventually("restored", || async { !present(&browser, in_trash).await }).await;
+    let (status, body) = get_as(&server, &token, "vault/ledger.bin").await;
+    assert_eq!(status, 200);
+    assert!(body == content, "the restored bytes differ");
+
+    browser.close().await.unwrap();
+    server.stop().await;
+}

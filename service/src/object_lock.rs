@@ -52,6 +52,31 @@ impl FileService {
         )
     }
 
+    /// What object lock holds `version_id` of `path` with now, if anything
+    /// (what the page shows with a padlock).
+    pub async fn holding_lock(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+        version_id: &str,
+    ) -> Result<Option<VersionLock>, ServiceError> {
+        match self
+            .volume
+            .version_lock(owner, path, Some(version_id))
+            .await
+        {
+            Ok((_, lock)) if lock.holds(volume::now_ms()) => Ok(Some(lock)),
+            Ok(_)
+            | Err(
+                volume::VolumeError::NoObjectLock(_)
+                | volume::VolumeError::NoSuchVersion { .. }
+                | volume::VolumeError::DeleteMarker { .. }
+                | volume::VolumeError::NotFound(_),
+            ) => Ok(None),
+            Err(error) => Err(ServiceError::from_volume(error, path.as_str())),
+        }
+    }
+
     /// Set a version's retention, as S3's rules allow; its id.
     pub async fn set_retention(
         &self,

@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
-use volume::{FilePath, Version};
+use volume::{FilePath, Version, VersionLock};
 
 use api_common::headers::parse_if_none_match;
 
@@ -64,6 +64,48 @@ struct VersionView {
     #[serde(skip_serializing_if = "Option::is_none")]
     sha256: Option<String>,
     modified: String,
+    /// What object lock holds it with, if anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock: Option<LockView>,
+}
+
+/// What holds a version under object lock: nothing removes it meanwhile.
+#[derive(Debug, Serialize)]
+struct LockView {
+    /// `GOVERNANCE` or `COMPLIANCE`, with the date it holds until.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retain_until: Option<String>,
+    legal_hold: bool,
+}
+
+impl LockView {
+    fn of(lock: VersionLock) -> Self {
+        let retained = lock.retained(volume::now_ms());
+        Self {
+            mode: retained.map(|retention| retention.mode.as_str()),
+            retain_until: retained.map(|retention| rfc3339(retention.until_ms)),
+            legal_hold: lock.held_legally(),
+        }
+    }
+}
+
+/// The lock holding `version_id` of `path` now, as the page shows it.
+async fn lock_view(
+    state: &RestState,
+    caller: &Caller,
+    path: &str,
+    version_id: &str,
+) -> Result<Option<LockView>, ApiError> {
+    let Ok(path) = FilePath::parse(path) else {
+        return Ok(None);
+    };
+    let lock = state
+        .files
+        .holding_lock(caller.owner(), &path, version_id)
+        .await?;
+    Ok(lock.map(LockView::of))
 }
 
 impl From<&Version> for VersionView {
@@ -76,6 +118,7 @@ impl From<&Version> for VersionView {
                 size: Some(meta.size),
                 sha256: Some(meta.sha256.clone()),
                 modified: rfc3339(meta.modified_ms),
+                lock: None,
             },
             Version::DeleteMarker {
                 version_id,
@@ -89,6 +132,7 @@ impl From<&Version> for VersionView {
                 size: None,
                 sha256: None,
                 modified: rfc3339(*made_ms),
+                lock: None,
             },
         }
     }
@@ -104,7 +148,14 @@ pub(crate) async fn versions(
     if versions.is_empty() {
         return Err(ApiError::NotFound(format!("no version of {path}")));
     }
-    let views: Vec<VersionView> = versions.iter().map(VersionView::from).collect();
+    let mut views = Vec::with_capacity(versions.len());
+    for version in &versions {
+        let mut view = VersionView::from(version);
+        if !view.delete_marker {
+            view.lock = lock_view(state, caller, path.as_str(), &view.version_id).await?;
+        }
+        views.push(view);
+    }
     Ok(Json(serde_json::json!({ "path": path.as_str(), "versions": views })).into_response())
 }
 
@@ -173,6 +224,10 @@ struct TrashedView {
     deleted: String,
     #[serde(flatten)]
     file: MetaView,
+    /// What object lock holds the deleted file with, if anything: delete
+    /// forever is refused meanwhile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock: Option<LockView>,
 }
 
 async fn list_trash(
@@ -184,15 +239,15 @@ async fn list_trash(
         .files
         .trash(caller.owner(), params.before, params.limit.unwrap_or(100))
         .await?;
-    let items: Vec<TrashedView> = page
-        .items
-        .iter()
-        .map(|item| TrashedView {
+    let mut items = Vec::with_capacity(page.items.len());
+    for item in &page.items {
+        items.push(TrashedView {
             id: item.id,
             deleted: rfc3339(item.deleted_ms),
             file: MetaView::from(&item.file),
-        })
-        .collect();
+            lock: lock_view(&state, &caller, &item.file.path, &item.file.version_id).await?,
+        });
+    }
     let mut body = serde_json::json!({ "items": items });
     if let Some(before) = page.next_before {
         body["next_before"] = before.into();

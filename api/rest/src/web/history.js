@@ -60,11 +60,36 @@ function trashShown() {
   $("trash-empty").disabled = count === 0 && trashBefore == null;
 }
 
+// What object lock holds a version with, in words: "retained until …",
+// "under a legal hold", both; "" when nothing holds it.
+function lockWords(lock) {
+  if (!lock) return "";
+  const words = [];
+  if (lock.retain_until) words.push(`retained (${lock.mode.toLowerCase()}) until ${when(lock.retain_until)}`);
+  if (lock.legal_hold) words.push("under a legal hold");
+  return words.join(" and ");
+}
+
+// A padlock beside a locked version, its reason in words (for screen
+// readers too); nothing for one nothing holds.
+function padlock(lock) {
+  const words = lockWords(lock);
+  if (!words) return "";
+  const mark = el("span", { className: "lock", textContent: "\u{1F512} " + words, title: `Object lock: ${words}` });
+  return mark;
+}
+
 function trashRow(item) {
   const restore = button("Restore", `Restore ${item.path}`, () => restoreTrashed(item, row), "restore");
   const purge = button("Delete forever", `Delete ${item.path} forever`, () => purgeTrashed(item, row), "danger purge");
+  const locked = lockWords(item.lock);
+  if (locked) {
+    // Refused by the server too: the page says why before anyone tries.
+    purge.disabled = true;
+    purge.title = `Cannot be deleted forever: it is ${locked}`;
+  }
   const row = el("tr", {},
-    el("td", { className: "name", textContent: item.path }),
+    el("td", { className: "name" }, item.path, padlock(item.lock)),
     el("td", { className: "size", textContent: human(item.size) }),
     el("td", { className: "when", textContent: when(item.deleted), title: item.deleted }),
     el("td", { className: "actions" }, restore, purge));
@@ -144,7 +169,7 @@ function versionRow(of, version) {
     if (!version.latest) actions.append(button("Restore", `Restore ${of.name} as of ${stamp}`, () => restoreVersion(of, version), "restore"));
   }
   const row = el("tr", {},
-    el("td", { className: "when", textContent: stamp, title: version.modified }),
+    el("td", { className: "when", title: version.modified }, stamp, padlock(version.lock)),
     el("td", { className: "size", textContent: version.size == null ? "—" : human(version.size) }),
     el("td", { className: "state", textContent: state }),
     actions);
