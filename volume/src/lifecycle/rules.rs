@@ -170,6 +170,8 @@ pub(crate) fn after_days(from_ms: i64, days: u32, day_ms: i64) -> i64 {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     fn rule(prefix: &str, days: u32) -> LifecycleRule {
