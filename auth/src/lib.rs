@@ -63,6 +63,13 @@ pub enum Caller {
         user: User,
         via: Via,
     },
+    /// Anyone, reading what a bucket policy makes public in `owner`'s
+    /// tree (only the S3 API admits it, and only for the reads the policy
+    /// allows; `lists`: it lets anyone list the bucket too).
+    Public {
+        owner: Owner,
+        lists: bool,
+    },
 }
 
 /// How a user proved who they are.
@@ -82,6 +89,7 @@ impl Caller {
         match self {
             Self::Open => Owner::OPEN,
             Self::User { user, .. } => user.owner(),
+            Self::Public { owner, .. } => *owner,
         }
     }
 
@@ -89,12 +97,13 @@ impl Caller {
         match self {
             Self::Open => true,
             Self::User { user, .. } => user.admin,
+            Self::Public { .. } => false,
         }
     }
 
     pub fn user(&self) -> Option<&User> {
         match self {
-            Self::Open => None,
+            Self::Open | Self::Public { .. } => None,
             Self::User { user, .. } => Some(user),
         }
     }

@@ -207,6 +207,13 @@ pub struct Config {
     #[arg(long, env = "WASM_STORAGE_SHUTDOWN_GRACE", default_value = "30s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,
 
+    /// Web origins (comma-separated, `https://app.example.com`; `*`: any)
+    /// whose pages may call `/files/` and `/uploads/` (tus) with a token:
+    /// CORS for web apps and Uppy on another origin. Off by default; never
+    /// with cookies.
+    #[arg(long, env = "WASM_STORAGE_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
+
     /// Proxies (addresses or CIDR blocks, comma-separated) whose
     /// `X-Forwarded-For` names the client, for counting password attempts
     /// per client rather than per proxy. Empty: trust no one.

@@ -62,6 +62,8 @@ pub struct AppState {
     pub auth: Arc<Authenticator>,
     /// How the listener treats connections.
     pub connection_limits: ConnectionLimits,
+    /// The origins `/files/` and `/uploads/` answer CORS to (`--cors-origins`).
+    pub cors_origins: Arc<[String]>,
     /// The recycler's task, awaited at shutdown before the volume closes.
     recycler_task: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
     /// The garbage collector's task, stopped at shutdown.
@@ -227,6 +229,7 @@ pub async fn start(config: &Config) -> anyhow::Result<AppState> {
             max_connections: usize::try_from(config.max_connections).unwrap_or(usize::MAX),
             shutdown_grace: config.shutdown_grace,
         },
+        cors_origins: config.cors_origins.clone().into(),
         recycler_task: Arc::new(std::sync::Mutex::new(Some(recycler_task))),
         collector_task: Arc::new(collector_task.abort_handle()),
         lifecycle_task: Arc::new(lifecycle_task.abort_handle()),
@@ -295,7 +298,7 @@ pub fn app(state: AppState) -> Router {
         volume: state.volume,
     };
     Router::new()
-        .merge(api_rest::router(rest))
+        .merge(api_rest::router(rest, &state.cors_origins))
         .merge(api_dav::router(dav))
         .merge(api_admin::router(admin))
         .layer(axum::middleware::from_fn(one_host))

@@ -132,6 +132,9 @@ impl ServiceError {
                 Self::NoObjectLock("Bucket is missing Object Lock Configuration".to_owned())
             }
             volume::VolumeError::InvalidBucketState(why) => Self::InvalidBucketState(why),
+            claimed @ volume::VolumeError::BucketNameClaimed(_) => {
+                Self::InvalidBucketState(claimed.to_string())
+            }
             other => Self::Internal(other.to_string()),
         }
     }

@@ -150,20 +150,6 @@ impl FileService {
         )
     }
 
-    /// Remove a bucket's lifecycle rules (`all`: every configuration, the
-    /// bucket is gone); whether there were any.
-    pub async fn delete_bucket_config(
-        &self,
-        owner: Owner,
-        bucket: &str,
-        all: bool,
-    ) -> Result<bool, ServiceError> {
-        mapped(
-            self.volume.delete_bucket_config(owner, bucket, all).await,
-            bucket,
-        )
-    }
-
     /// How long a lifecycle day is, in milliseconds.
     pub fn lifecycle_day_ms(&self) -> i64 {
         self.volume.lifecycle_day_ms()

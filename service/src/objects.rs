@@ -65,6 +65,21 @@ impl FileService {
             .map_err(|error| ServiceError::from_volume(error, prefix.as_str()))
     }
 
+    /// Set what S3 keeps of a version of a file (the current one or a kept
+    /// one); whether there was such a version.
+    pub async fn set_version_s3_info(
+        &self,
+        owner: Owner,
+        path: &FilePath,
+        version_id: &str,
+        info: &str,
+    ) -> Result<bool, ServiceError> {
+        self.volume
+            .set_version_s3_info(owner, path, version_id, info)
+            .await
+            .map_err(|error| ServiceError::from_volume(error, path.as_str()))
+    }
+
     /// Keep `info` with `owner`'s file `path` if it still holds the content
     /// `sha256`; whether it did.
     pub async fn set_s3_info(

@@ -24,6 +24,13 @@ pub enum VolumeError {
          legal hold): the user cannot be removed until they are released"
     )]
     UserHoldsLockedVersions(String),
+    /// Another owner's bucket of this name has CORS rules or a policy,
+    /// which claim the name.
+    #[error(
+        "another user's bucket named {0} has CORS rules or a public policy, which claim its \
+         name: choose another name for a bucket to configure so"
+    )]
+    BucketNameClaimed(String),
     /// Object lock asked of a bucket that has none.
     #[error("the bucket {0} has no object lock configuration")]
     NoObjectLock(String),

@@ -51,7 +51,9 @@ pub mod webdav;
 
 mod blobs;
 mod bucket_config;
+mod bucket_versioning;
 mod config;
+mod configs;
 mod db;
 mod error;
 mod footprints;
@@ -80,6 +82,7 @@ use std::time::Duration;
 pub use crate::accounts::Accounts;
 use crate::blobs::BlobStore;
 pub use crate::blobs::{BlobReader, BlobUrl, S3Settings, StagedBlob};
+pub use crate::bucket_config::ConfigKind;
 pub use crate::config::{DEFAULT_ORPHAN_GRACE, DEFAULT_REMOVAL_LEASE, VolumeConfig};
 pub use crate::db::DatabaseUrl;
 use crate::db::{Database, WriteTx};

@@ -9,7 +9,10 @@
 //! - `uploads`: `/uploads/...`, resumable uploads (tus 1.0).
 //! - `sign_in`: `/auth/...`, signing in and out with a session cookie.
 //! - `web`: the page (`src/web/index.html`) at `/`.
+//! - `cors`: the operator's `--cors-origins` for `/files/` and `/uploads/`
+//!   (web apps on other origins, tus clients such as Uppy).
 
+mod cors;
 mod files;
 mod history;
 mod meta;
@@ -40,12 +43,17 @@ impl FromRef<RestState> for Arc<Authenticator> {
 }
 
 /// `/files`, `/trash`, `/share`, `/uploads`, `/auth` and the page.
-pub fn router(state: RestState) -> Router {
-    Router::new()
+pub fn router(state: RestState, cors_origins: &[String]) -> Router {
+    let mut data = Router::new()
         .merge(files::router())
+        .merge(uploads::router());
+    if let Some(layer) = cors::layer(cors_origins) {
+        data = data.layer(layer);
+    }
+    Router::new()
+        .merge(data)
         .merge(history::router())
         .merge(share::router())
-        .merge(uploads::router())
         .merge(sign_in::router())
         .merge(web::router())
         .with_state(state)

@@ -202,7 +202,7 @@ impl S3Api {
             .await
             .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
         self.files
-            .delete_bucket_config(owner, bucket, true)
+            .delete_bucket_config(owner, bucket, None)
             .await
             .map_err(|error| s3_error_of(error, s3s::S3ErrorCode::NoSuchBucket))?;
         Ok(S3Response::new(DeleteBucketOutput::default()))

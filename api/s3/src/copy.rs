@@ -18,6 +18,7 @@ use super::error::object_error;
 use super::info::{ObjectInfo, check_metadata_size};
 use super::lookup::Found;
 use super::object_lock::asked_lock;
+use super::tagging::tags_of_header;
 use super::versioning::checked_version;
 use super::{S3Api, caller, object_path, timestamp};
 
@@ -34,6 +35,7 @@ impl S3Api {
         let (from, source, source_version) = self.copy_source(owner, &input.copy_source).await?;
         copy_source_conditions_of!(&source, input)?;
         self.require_bucket(owner, &input.bucket).await?;
+        super::defaults::refuse_granting_acl(input.acl.as_ref())?;
         // A copy asks for its own lock, or gets the bucket's default: the
         // source's stays the source's.
         let lock = asked_lock(
@@ -43,6 +45,17 @@ impl S3Api {
         )?;
         self.require_lock_for(owner, &input.bucket, lock.as_ref())
             .await?;
+        // The source's tags, unless the copy replaces them.
+        let new_tags = match input.tagging_directive.as_ref().map(|d| d.as_str()) {
+            None | Some("COPY") => None,
+            Some("REPLACE") => Some(tags_of_header(input.tagging.as_deref())?),
+            Some(_) => {
+                return Err(s3_error!(
+                    InvalidArgument,
+                    "Unknown tagging directive: it is COPY or REPLACE."
+                ));
+            }
+        };
         let to = object_path(&input.bucket, &input.key)?;
         let replace = match input
             .metadata_directive
@@ -102,7 +115,11 @@ impl S3Api {
                     .insert("content-type".to_owned(), content_type.to_string());
             }
         }
-        if replace || source.info.is_some() {
+        let retagged = new_tags.is_some();
+        if let Some(tags) = new_tags {
+            info.tags = tags;
+        }
+        if replace || retagged || source.info.is_some() {
             self.files
                 .set_s3_info(owner, &to, &source.meta.sha256, &info.to_json())
                 .await

@@ -22,6 +22,7 @@ use super::info::EMPTY_MD5;
 use super::info::{ObjectInfo, etag_of};
 use super::lookup::Found;
 use super::object_lock::LockFields;
+use super::policy::hide_absence;
 use super::versioning::checked_version;
 use super::{S3Api, caller, object_path, timestamp};
 
@@ -90,7 +91,8 @@ impl S3Api {
                 input.version_id.as_deref(),
                 conditions,
             )
-            .await?
+            .await
+            .map_err(|error| hide_absence(&caller, error))?
         {
             Looked::Marker(made) => {
                 return Ok(S3Response::new(
@@ -184,7 +186,8 @@ impl S3Api {
                 input.version_id.as_deref(),
                 conditions,
             )
-            .await?
+            .await
+            .map_err(|error| hide_absence(&caller, error))?
         {
             Looked::Marker(made) => return Ok(S3Response::new(Answer::marker(made).head())),
             Looked::Object(_, found) => *found,
@@ -213,7 +216,14 @@ impl S3Api {
         answer.expiration = self
             .expiration_for(owner, &input.bucket, &found.meta)
             .await?;
-        Ok(S3Response::new(answer.head()))
+        let tag_count = answer.tag_count;
+        let mut response = S3Response::new(answer.head());
+        if let Some(count) = tag_count {
+            response
+                .headers
+                .insert("x-amz-tagging-count", axum::http::HeaderValue::from(count));
+        }
+        Ok(response)
     }
 
     /// What `key` of `bucket` names (its `version`, if one is asked), if
@@ -332,6 +342,8 @@ struct Answer {
     lock: LockFields,
     /// `x-amz-expiration`: when a lifecycle rule expires the object.
     expiration: Option<String>,
+    /// `x-amz-tagging-count` (GET only, as S3).
+    tag_count: Option<i32>,
 }
 
 impl Answer {
@@ -395,6 +407,7 @@ impl Answer {
             version_id: None,
             lock: LockFields::default(),
             expiration: None,
+            tag_count: crate::tagging::tag_count(info),
         }
     }
 
@@ -423,7 +436,8 @@ impl Answer {
 
     /// The answer to a GET, with `body`.
     fn get(self, body: StreamingBlob) -> GetObjectOutput {
-        object_answer!(GetObjectOutput { body: Some(body) } from self)
+        let tag_count = self.tag_count;
+        object_answer!(GetObjectOutput { body: Some(body), tag_count: tag_count } from self)
     }
 
     /// The answer to a HEAD.

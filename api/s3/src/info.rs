@@ -36,6 +36,10 @@ pub(super) struct ObjectInfo {
     /// Their sizes, in order: what `?partNumber=` reads.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) part_sizes: Vec<u64>,
+    /// The object's tags (`x-amz-tagging`, `PutObjectTagging`), in the
+    /// order they were given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) tags: Vec<(String, String)>,
 }
 
 impl ObjectInfo {

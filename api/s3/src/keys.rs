@@ -21,6 +21,7 @@ use chacha20poly1305::aead::{Aead as _, KeyInit as _, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
+use s3s::path::S3Path;
 use s3s::{S3Result, s3_error};
 use volume::accounts::{Accounts, S3Key, User};
 use volume::{Owner, now_ms};
@@ -185,6 +186,8 @@ type KeyCache = HashMap<String, (Option<Known>, Instant)>;
 #[derive(Debug, Clone)]
 pub(crate) struct KeyRing {
     auth: Arc<Authenticator>,
+    /// What anonymous reads a bucket's policy allows.
+    files: file_service::FileService,
     /// The S3 listener is on loopback: only then may it serve openly.
     loopback: bool,
     master: MasterKey,
@@ -192,13 +195,60 @@ pub(crate) struct KeyRing {
 }
 
 impl KeyRing {
-    pub(crate) fn new(auth: Arc<Authenticator>, master: MasterKey, loopback: bool) -> Self {
+    pub(crate) fn new(
+        auth: Arc<Authenticator>,
+        files: file_service::FileService,
+        master: MasterKey,
+        loopback: bool,
+    ) -> Self {
         Self {
             auth,
+            files,
             loopback,
             master,
             cache: Arc::default(),
         }
+    }
+
+    /// Who a request signed with `access_key` acts for (its signature
+    /// checked): the key's user, or the open tree while it is open.
+    async fn caller_known(&self, access_key: &str, open: bool) -> S3Result<Caller> {
+        let known = self
+            .find(access_key)
+            .await?
+            .ok_or_else(|| s3_error!(InvalidAccessKeyId, "The access key was revoked."))?;
+        match known.user {
+            Some(user) => Ok(Caller::User {
+                user,
+                via: Via::Token,
+            }),
+            // The open tree's keys work only while it is open.
+            None if open => Ok(Caller::Open),
+            None => Err(s3_error!(
+                InvalidAccessKeyId,
+                "This key belongs to the open tree, which is served only while \
+                 the gateway has no user: create a key for a user."
+            )),
+        }
+    }
+
+    /// Who a form upload signed with `access_key` acts for (its policy's
+    /// signature checked), as [`S3Access`] decides it for a request.
+    pub(crate) async fn caller_of_key(&self, access_key: &str) -> S3Result<Caller> {
+        let open = self.loopback
+            && self
+                .auth
+                .is_open()
+                .await
+                .map_err(|error| s3_error!(InternalError, "{error}"))?;
+        self.caller_known(access_key, open).await
+    }
+
+    /// The tree a request signed with `access_key` acts on, if the key
+    /// exists (what CORS rules apply to a request before it is checked).
+    pub(crate) async fn owner_of_key(&self, access_key: &str) -> Option<Owner> {
+        let known = self.find(access_key).await.ok()??;
+        Some(known.user.map_or(Owner::OPEN, |user| user.owner()))
     }
 
     /// The key `access_key`, if it exists and its user still does.
@@ -292,27 +342,7 @@ impl S3Access for KeyRing {
                 .await
                 .map_err(|error| s3_error!(InternalError, "{error}"))?;
         let caller = match cx.credentials() {
-            Some(credentials) => {
-                let known = self
-                    .find(&credentials.access_key)
-                    .await?
-                    .ok_or_else(|| s3_error!(InvalidAccessKeyId, "The access key was revoked."))?;
-                match known.user {
-                    Some(user) => Caller::User {
-                        user,
-                        via: Via::Token,
-                    },
-                    // The open tree's keys work only while it is open.
-                    None if open => Caller::Open,
-                    None => {
-                        return Err(s3_error!(
-                            InvalidAccessKeyId,
-                            "This key belongs to the open tree, which is served only while \
-                             the gateway has no user: create a key for a user."
-                        ));
-                    }
-                }
-            }
+            Some(credentials) => self.caller_known(&credentials.access_key, open).await?,
             None if open => {
                 // Any page the viewer opens could send an unsigned request
                 // here (a form's POST needs no preflight): an open gateway
@@ -335,7 +365,28 @@ impl S3Access for KeyRing {
                 }
                 Caller::Open
             }
-            None => return Err(s3_error!(AccessDenied, "Anonymous access is not allowed.")),
+            None => {
+                // What a bucket's policy makes public, read-only.
+                let (bucket, key) = match cx.s3_path() {
+                    S3Path::Bucket { bucket } => (bucket.as_ref(), None),
+                    S3Path::Object { bucket, key } => (bucket.as_ref(), Some(key.as_ref())),
+                    S3Path::Root => return Err(s3_error!(AccessDenied, "Access Denied")),
+                };
+                let op = cx.s3_op().name();
+                // An earlier version is S3's `s3:GetObjectVersion`, which
+                // no policy here grants.
+                let by_version = cx
+                    .uri()
+                    .query()
+                    .is_some_and(|query| query.split('&').any(|p| p.starts_with("versionId=")));
+                if by_version {
+                    return Err(s3_error!(AccessDenied, "Access Denied"));
+                }
+                match crate::policy::public_reader(&self.files, bucket, key, op).await? {
+                    Some((owner, lists)) => Caller::Public { owner, lists },
+                    None => return Err(s3_error!(AccessDenied, "Access Denied")),
+                }
+            }
         };
         cx.extensions_mut().insert(caller);
         Ok(())

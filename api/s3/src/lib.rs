@@ -22,6 +22,14 @@
 //! - `object_lock`: a bucket's object lock, a version's retention and
 //!   legal hold.
 //! - `lifecycle`: a bucket's lifecycle rules.
+//! - `post_object`: browser form uploads with a signed policy.
+//! - `cors`: a bucket's CORS rules, preflights and the headers of
+//!   cross-origin answers.
+//! - `policy`: bucket policies that make objects public, and the reads
+//!   they let anyone make.
+//! - `tagging`: an object version's tags and a bucket's.
+//! - `defaults`: ACLs (the owner's alone) and S3's answers for the bucket
+//!   configurations this store keeps none of.
 //!
 //! and what they share:
 //!
@@ -44,6 +52,8 @@ mod buckets;
 mod checksum;
 mod conditions;
 mod copy;
+mod cors;
+mod defaults;
 mod delete;
 mod error;
 mod get;
@@ -57,7 +67,10 @@ mod lookup;
 mod multipart;
 mod object_lock;
 mod paging;
+mod policy;
+mod post_object;
 mod put;
+mod tagging;
 mod versioning;
 
 use std::sync::Arc;
@@ -84,11 +97,18 @@ pub fn router(
     domain: Option<&str>,
     loopback: bool,
 ) -> anyhow::Result<Router> {
-    let keys = keys::KeyRing::new(auth, master, loopback);
-    let mut builder = S3ServiceBuilder::new(S3Api {
-        files,
-        lifecycles: lifecycle::RuleCache::default(),
-    });
+    let keys = keys::KeyRing::new(auth, files.clone(), master, loopback);
+    let cors_state = cors::CorsState {
+        files: files.clone(),
+        keys: keys.clone(),
+        domain: domain.map(Arc::<str>::from),
+    };
+    let form_state = post_object::FormState {
+        files: files.clone(),
+        keys: keys.clone(),
+        domain: domain.map(Arc::<str>::from),
+    };
+    let mut builder = S3ServiceBuilder::new(S3Api::of(files));
     builder.set_auth(keys.clone());
     builder.set_access(keys);
     // What s3s reads whole, outside the memory budget, stays small: an XML
@@ -119,6 +139,11 @@ pub fn router(
             domain.map(Arc::<str>::from),
             guard::guard,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            form_state,
+            post_object::post_object,
+        ))
+        .layer(axum::middleware::from_fn_with_state(cors_state, cors::cors))
         .layer(axum::middleware::from_fn(answers::one_xml_declaration))
         .layer(axum::middleware::from_fn(answers::versions_in_order))
         .layer(axum::middleware::from_fn(answers::request_ids))
@@ -161,6 +186,16 @@ struct S3Api {
     files: FileService,
     /// Buckets' lifecycle rules, as last read (`x-amz-expiration`).
     lifecycles: lifecycle::RuleCache,
+}
+
+impl S3Api {
+    /// The operations over `files`.
+    fn of(files: FileService) -> Self {
+        Self {
+            files,
+            lifecycles: lifecycle::RuleCache::default(),
+        }
+    }
 }
 
 /// The caller `s3s`'s access check found for `req` (see `keys`).
@@ -444,5 +479,187 @@ impl S3 for S3Api {
         req: S3Request<s3s::dto::DeleteBucketLifecycleInput>,
     ) -> S3Result<S3Response<s3s::dto::DeleteBucketLifecycleOutput>> {
         self.delete_bucket_lifecycle_(req).await
+    }
+
+    async fn get_bucket_acl(
+        &self,
+        req: S3Request<s3s::dto::GetBucketAclInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetBucketAclOutput>> {
+        self.get_bucket_acl_(req).await
+    }
+
+    async fn put_bucket_acl(
+        &self,
+        req: S3Request<s3s::dto::PutBucketAclInput>,
+    ) -> S3Result<S3Response<s3s::dto::PutBucketAclOutput>> {
+        self.put_bucket_acl_(req).await
+    }
+
+    async fn get_object_acl(
+        &self,
+        req: S3Request<s3s::dto::GetObjectAclInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetObjectAclOutput>> {
+        self.get_object_acl_(req).await
+    }
+
+    async fn put_object_acl(
+        &self,
+        req: S3Request<s3s::dto::PutObjectAclInput>,
+    ) -> S3Result<S3Response<s3s::dto::PutObjectAclOutput>> {
+        self.put_object_acl_(req).await
+    }
+
+    async fn get_bucket_encryption(
+        &self,
+        req: S3Request<s3s::dto::GetBucketEncryptionInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetBucketEncryptionOutput>> {
+        self.get_bucket_encryption_(req).await
+    }
+
+    async fn get_bucket_website(
+        &self,
+        req: S3Request<s3s::dto::GetBucketWebsiteInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetBucketWebsiteOutput>> {
+        self.get_bucket_website_(req).await
+    }
+
+    async fn get_bucket_replication(
+        &self,
+        req: S3Request<s3s::dto::GetBucketReplicationInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetBucketReplicationOutput>> {
+        self.get_bucket_replication_(req).await
+    }
+
+    async fn get_public_access_block(
+        &self,
+        req: S3Request<s3s::dto::GetPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetPublicAccessBlockOutput>> {
+        self.get_public_access_block_(req).await
+    }
+
+    async fn get_bucket_ownership_controls(
+        &self,
+        req: S3Request<s3s::dto::GetBucketOwnershipControlsInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetBucketOwnershipControlsOutput>> {
+        self.get_bucket_ownership_controls_(req).await
+    }
+
+    async fn get_bucket_logging(
+        &self,
+        req: S3Request<s3s::dto::GetBucketLoggingInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetBucketLoggingOutput>> {
+        self.get_bucket_logging_(req).await
+    }
+
+    async fn get_bucket_notification_configuration(
+        &self,
+        req: S3Request<s3s::dto::GetBucketNotificationConfigurationInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetBucketNotificationConfigurationOutput>> {
+        self.get_bucket_notification_configuration_(req).await
+    }
+
+    async fn get_bucket_request_payment(
+        &self,
+        req: S3Request<s3s::dto::GetBucketRequestPaymentInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetBucketRequestPaymentOutput>> {
+        self.get_bucket_request_payment_(req).await
+    }
+
+    async fn get_bucket_accelerate_configuration(
+        &self,
+        req: S3Request<s3s::dto::GetBucketAccelerateConfigurationInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetBucketAccelerateConfigurationOutput>> {
+        self.get_bucket_accelerate_configuration_(req).await
+    }
+
+    async fn put_object_tagging(
+        &self,
+        req: S3Request<s3s::dto::PutObjectTaggingInput>,
+    ) -> S3Result<S3Response<s3s::dto::PutObjectTaggingOutput>> {
+        self.put_object_tagging_(req).await
+    }
+
+    async fn get_object_tagging(
+        &self,
+        req: S3Request<s3s::dto::GetObjectTaggingInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetObjectTaggingOutput>> {
+        self.get_object_tagging_(req).await
+    }
+
+    async fn delete_object_tagging(
+        &self,
+        req: S3Request<s3s::dto::DeleteObjectTaggingInput>,
+    ) -> S3Result<S3Response<s3s::dto::DeleteObjectTaggingOutput>> {
+        self.delete_object_tagging_(req).await
+    }
+
+    async fn put_bucket_tagging(
+        &self,
+        req: S3Request<s3s::dto::PutBucketTaggingInput>,
+    ) -> S3Result<S3Response<s3s::dto::PutBucketTaggingOutput>> {
+        self.put_bucket_tagging_(req).await
+    }
+
+    async fn get_bucket_tagging(
+        &self,
+        req: S3Request<s3s::dto::GetBucketTaggingInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetBucketTaggingOutput>> {
+        self.get_bucket_tagging_(req).await
+    }
+
+    async fn delete_bucket_tagging(
+        &self,
+        req: S3Request<s3s::dto::DeleteBucketTaggingInput>,
+    ) -> S3Result<S3Response<s3s::dto::DeleteBucketTaggingOutput>> {
+        self.delete_bucket_tagging_(req).await
+    }
+
+    async fn put_bucket_policy(
+        &self,
+        req: S3Request<s3s::dto::PutBucketPolicyInput>,
+    ) -> S3Result<S3Response<s3s::dto::PutBucketPolicyOutput>> {
+        self.put_bucket_policy_(req).await
+    }
+
+    async fn get_bucket_policy(
+        &self,
+        req: S3Request<s3s::dto::GetBucketPolicyInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetBucketPolicyOutput>> {
+        self.get_bucket_policy_(req).await
+    }
+
+    async fn delete_bucket_policy(
+        &self,
+        req: S3Request<s3s::dto::DeleteBucketPolicyInput>,
+    ) -> S3Result<S3Response<s3s::dto::DeleteBucketPolicyOutput>> {
+        self.delete_bucket_policy_(req).await
+    }
+
+    async fn get_bucket_policy_status(
+        &self,
+        req: S3Request<s3s::dto::GetBucketPolicyStatusInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetBucketPolicyStatusOutput>> {
+        self.get_bucket_policy_status_(req).await
+    }
+
+    async fn put_bucket_cors(
+        &self,
+        req: S3Request<s3s::dto::PutBucketCorsInput>,
+    ) -> S3Result<S3Response<s3s::dto::PutBucketCorsOutput>> {
+        self.put_bucket_cors_(req).await
+    }
+
+    async fn get_bucket_cors(
+        &self,
+        req: S3Request<s3s::dto::GetBucketCorsInput>,
+    ) -> S3Result<S3Response<s3s::dto::GetBucketCorsOutput>> {
+        self.get_bucket_cors_(req).await
+    }
+
+    async fn delete_bucket_cors(
+        &self,
+        req: S3Request<s3s::dto::DeleteBucketCorsInput>,
+    ) -> S3Result<S3Response<s3s::dto::DeleteBucketCorsOutput>> {
+        self.delete_bucket_cors_(req).await
     }
 }

@@ -346,7 +346,7 @@ impl S3Api {
         let bucket = &req.input.bucket;
         self.require_bucket(owner, bucket).await?;
         self.files
-            .delete_bucket_config(owner, bucket, false)
+            .delete_bucket_config(owner, bucket, Some(volume::ConfigKind::Lifecycle))
             .await
             .map_err(object_error)?;
         self.lifecycles.remember((owner, bucket.clone()), None);

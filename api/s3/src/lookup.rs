@@ -55,6 +55,24 @@ impl S3Api {
         }
     }
 
+    /// The object's version `version` (checked as S3 checks ids), or its
+    /// current one when none is named.
+    pub(super) async fn find_object_version(
+        &self,
+        owner: Owner,
+        bucket: &str,
+        path: &FilePath,
+        version: Option<&str>,
+    ) -> S3Result<Found> {
+        match version {
+            Some(version) => {
+                let version = super::versioning::checked_version(version)?;
+                self.find_version(owner, bucket, path, version).await
+            }
+            None => self.find_object(owner, bucket, path).await,
+        }
+    }
+
     /// The version `version` of `key` (`path`) of `bucket`: a file's, or
     /// S3's error for a delete marker (405) or a missing version.
     pub(super) async fn find_version(

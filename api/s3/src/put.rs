@@ -13,10 +13,12 @@ use file_service::{LockTokens, Refusal, StoreOptions};
 use super::body::{BodyChecks, Received, body_checks_of};
 use super::checksum::{Algorithm, ChecksumFields, sent_checksums, with_checksums};
 use super::conditions::{matches, precondition_failed};
+use super::defaults::refuse_granting_acl;
 use super::error::object_error;
 use super::info::EMPTY_MD5;
 use super::info::{DEFAULT_CONTENT_TYPE, ObjectInfo, check_metadata_size};
 use super::object_lock::{asked_lock, require_body_check};
+use super::tagging::tags_of_header;
 use super::{S3Api, caller, object_path};
 
 impl S3Api {
@@ -39,6 +41,7 @@ impl S3Api {
         }
         let input = req.input;
         self.require_bucket(owner, &input.bucket).await?;
+        refuse_granting_acl(input.acl.as_ref())?;
         self.require_lock_for(owner, &input.bucket, lock.as_ref())
             .await?;
         // A key ending in `/` names a folder (what consoles make as one).
@@ -98,8 +101,10 @@ impl S3Api {
         );
         // What S3 keeps goes into the file's row as it is stored, once the
         // body has passed its checks, and comes back for the answer.
+        let tags = tags_of_header(input.tagging.as_deref())?;
         let describe = move |received: Received| {
-            let info = ObjectInfo::put(&received, meta, headers);
+            let mut info = ObjectInfo::put(&received, meta, headers);
+            info.tags = tags;
             (Some(info.to_json()), info)
         };
         let stored = match self

@@ -31,3 +31,10 @@ CREATE TABLE bucket_configs (
     body  TEXT    NOT NULL,
     PRIMARY KEY (owner, path, kind)
 );
+
+-- A bucket's CORS rules and public policy answer requests that carry no
+-- credentials (a browser's preflight, an anonymous read), which name a
+-- bucket but not its owner: the name is then one owner's, as S3's bucket
+-- names are everyone's.
+CREATE UNIQUE INDEX bucket_configs_claimed ON bucket_configs (path, kind)
+    WHERE kind IN ('cors', 'policy');

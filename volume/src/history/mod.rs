@@ -308,6 +308,28 @@ pub(crate) async fn remove_through(
     Ok(digests(gone))
 }
 
+/// Set what S3 keeps of the kept version `version_id` of `path` inside
+/// `tx`; whether there was one.
+pub(crate) async fn set_s3_info(
+    tx: &mut AnyConnection,
+    owner: Owner,
+    path: &str,
+    version_id: &str,
+    info: &str,
+) -> Result<bool, VolumeError> {
+    let done = sql::query(
+        "UPDATE file_versions SET s3_info = $4
+         WHERE owner = $1 AND path = $2 AND version_id = $3 AND sha256 IS NOT NULL",
+    )
+    .bind(owner.id())
+    .bind(path)
+    .bind(version_id)
+    .bind(info)
+    .execute(tx)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// Move the history of `from` to `to` (a file moved), inside `tx`;
 /// refused (`Locked`) while object lock holds a version of `from`, or
 /// the null version of `to` this would replace.

@@ -20,7 +20,7 @@ pub use rules::{
 };
 
 use crate::Volume;
-use crate::bucket_config;
+use crate::bucket_config::{self, ConfigKind};
 use crate::db::WriteTx;
 use crate::error::VolumeError;
 use crate::history::{self, Kept};
@@ -28,7 +28,7 @@ use crate::path::FilePath;
 use crate::types::{Owner, now_ms};
 
 /// `bucket_configs`' kind of a lifecycle configuration.
-const KIND: &str = "lifecycle";
+const KIND: ConfigKind = ConfigKind::Lifecycle;
 
 /// The most removals and aborts one pass makes.
 const PASS_BUDGET: u64 = 10_000;
@@ -120,20 +120,6 @@ impl Volume {
             .write(async |tx: &mut WriteTx| {
                 bucket_config::put(tx, owner, bucket, KIND, &body).await
             })
-            .await
-    }
-
-    /// Remove `owner`'s bucket `bucket`'s lifecycle configuration (every
-    /// configuration: `all`, the bucket is gone).
-    pub async fn delete_bucket_config(
-        &self,
-        owner: Owner,
-        bucket: &str,
-        all: bool,
-    ) -> Result<bool, VolumeError> {
-        let kind = (!all).then_some(KIND);
-        self.db()
-            .write(async |tx: &mut WriteTx| bucket_config::delete(tx, owner, bucket, kind).await)
             .await
     }
 

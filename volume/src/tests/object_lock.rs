@@ -304,7 +304,7 @@ async fn lifecycle_expires_thins_and_never_takes_held_versions(backend: &Backend
     );
     assert!(
         volume
-            .delete_bucket_config(owner, "ll", false)
+            .delete_bucket_config(owner, "ll", Some(crate::ConfigKind::Lifecycle))
             .await
             .unwrap()
     );

@@ -321,6 +321,30 @@ async fn fill(volume: &Volume, owner: Owner, tag: &str) -> Vec<String> {
         .await
         .unwrap();
     volume.delete(owner, &path("kept/v.txt")).await.unwrap();
+    // Object lock on it (a legal hold set and taken off: a lock row that
+    // holds nothing, so the user may go), and a lifecycle rule.
+    volume
+        .set_bucket_lock(owner, "kept", crate::BucketLock::default(), false)
+        .await
+        .unwrap();
+    put_as(volume, owner, "kept/l.txt", tag.as_bytes())
+        .await
+        .unwrap();
+    volume
+        .set_legal_hold(owner, &path("kept/l.txt"), None, false)
+        .await
+        .unwrap();
+    let rule = crate::LifecycleRule {
+        id: tag.to_owned(),
+        enabled: true,
+        prefix: Some(String::new()),
+        abort_multipart_days: Some(1),
+        ..crate::LifecycleRule::default()
+    };
+    volume
+        .set_bucket_lifecycle(owner, "kept", &crate::Lifecycle { rules: vec![rule] })
+        .await
+        .unwrap();
     dav.change_properties(owner, "f.txt", &[set("urn:x", "n", tag)])
         .await
         .unwrap();

@@ -306,6 +306,27 @@ impl Tree {
         })
     }
 
+    /// Set `s3_info` of `owner`'s current file at `path` if it is version
+    /// `version_id`, inside `tx`; whether it was.
+    pub(crate) async fn set_s3_info_of_version(
+        tx: &mut AnyConnection,
+        owner: Owner,
+        path: &FilePath,
+        version_id: &str,
+        info: &str,
+    ) -> Result<bool, VolumeError> {
+        let done = sql::query(
+            "UPDATE files SET s3_info = $4 WHERE owner = $1 AND path = $2 AND version_id = $3",
+        )
+        .bind(owner.id())
+        .bind(path.as_str())
+        .bind(version_id)
+        .bind(info)
+        .execute(tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Set what S3 keeps of `owner`'s file `path`, if it still holds the
     /// content `sha256`; whether it did.
     pub(crate) async fn set_s3_info(

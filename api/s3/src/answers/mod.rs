@@ -1,5 +1,6 @@
 //! What every S3 answer goes through on its way out: S3's request ids
-//! (and an error document's `RequestId`), a ranged HEAD's 206, one XML
+//! (and an error document's `RequestId`), a ranged HEAD's 206,
+//! `PutBucketTagging`'s 204, one XML
 //! declaration in a completion's answer, and a version listing's entries
 //! in one sequence (`versions_order`).
 
@@ -68,6 +69,13 @@ pub(super) async fn request_ids(
     let id = format!("{:016X}", rand::random::<u64>());
     let host = format!("{:032x}", rand::random::<u128>());
     let head = request.method() == axum::http::Method::HEAD;
+    // s3s answers PutBucketTagging 200; S3 answers 204.
+    let bucket_tagging = request.method() == axum::http::Method::PUT
+        && request
+            .uri()
+            .query()
+            .is_some_and(|query| query.split('&').any(|p| p == "tagging" || p == "tagging="))
+        && !request.uri().path().trim_matches('/').contains('/');
     let version_asked = asked_version(request.uri());
     tracing::debug!(request_id = %id, method = %request.method(), uri = %request.uri(), "S3 request");
     let mut response = next.run(request).await;
@@ -79,6 +87,9 @@ pub(super) async fn request_ids(
             .contains_key(axum::http::header::CONTENT_RANGE)
     {
         *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+    }
+    if bucket_tagging && response.status() == StatusCode::OK {
+        *response.status_mut() = StatusCode::NO_CONTENT;
     }
     let status = response.status();
     let failed = status.is_client_error() || status.is_server_error();
@@ -106,6 +117,9 @@ pub(super) async fn request_ids(
                             "<ArgumentName>versionId</ArgumentName><ArgumentValue>{}</ArgumentValue>",
                             xml_escaped(value)
                         ),
+                        _ if text.contains("shall be encoded as UTF-8 then URLEncoded") => {
+                            "<ArgumentName>x-amz-tagging</ArgumentName>".to_owned()
+                        }
                         _ => String::new(),
                     };
                     let with_ids = format!(

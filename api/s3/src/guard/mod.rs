@@ -12,8 +12,9 @@
 //!   [`MAX_XML_BODY`]: a larger one is the client's mistake (`400
 //!   MaxMessageLengthExceeded`), never a server error. `s3s` reads it only
 //!   after the signature and the caller are checked.
-//! - Browser form uploads (`POST` of `multipart/form-data`) are refused:
-//!   `s3s` would read the whole file into memory before any check.
+//! - Browser form uploads (`POST` of `multipart/form-data`) never reach
+//!   `s3s`, which would read the whole file into memory before any check:
+//!   `post_object` streams those to a bucket; any other is refused here.
 //! - Every answer carries `Content-Security-Policy: sandbox` and `nosniff`,
 //!   as every file answer of the other listeners does: stored HTML served
 //!   from this origin must never run here.

@@ -139,6 +139,7 @@ impl S3Api {
                     checksum: composite.or(whole),
                     parts: u32::try_from(count).ok(),
                     part_sizes,
+                    tags: pending.tags,
                 };
                 (Some(info.to_json()), info)
             }

@@ -11,6 +11,7 @@ use crate::checksum::Algorithm;
 use crate::error::object_error;
 use crate::info::{DEFAULT_CONTENT_TYPE, ObjectInfo, check_metadata_size};
 use crate::object_lock::{AskedLock, asked_lock};
+use crate::tagging::tags_of_header;
 use crate::{S3Api, caller, object_path};
 
 use super::Pending;
@@ -30,6 +31,7 @@ impl S3Api {
         self.require_bucket(caller.owner(), &input.bucket).await?;
         self.require_lock_for(caller.owner(), &input.bucket, lock.as_ref())
             .await?;
+        crate::defaults::refuse_granting_acl(input.acl.as_ref())?;
         let path = object_path(&input.bucket, &input.key)?;
         let checksum = input
             .checksum_algorithm
@@ -77,6 +79,7 @@ impl S3Api {
             checksum,
             full_object,
             lock: lock.map(AskedLock::from),
+            tags: tags_of_header(input.tagging.as_deref())?,
         };
         let upload = self
             .files

@@ -61,6 +61,9 @@ pub(super) struct Pending {
     /// Of the whole object, rather than composed of the parts'.
     #[serde(default)]
     pub(super) full_object: bool,
+    /// The tags asked for at creation (`x-amz-tagging`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) tags: Vec<(String, String)>,
     /// The object lock asked for at creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) lock: Option<crate::object_lock::AskedLock>,
