@@ -14,6 +14,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[path = "s3/browser.rs"]
+mod browser;
 mod common;
 #[path = "s3/object_lock.rs"]
 mod object_lock;

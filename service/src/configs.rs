@@ -49,6 +49,11 @@ impl FileService {
         )
     }
 
+    /// Whether any user has a bucket named `bucket`.
+    pub async fn bucket_named_anywhere(&self, bucket: &str) -> Result<bool, ServiceError> {
+        mapped(self.volume.bucket_named_anywhere(bucket).await, bucket)
+    }
+
     /// The owner of the bucket named `bucket` whose document of `kind`
     /// claims the name, and the document.
     pub async fn claimed_bucket_config(

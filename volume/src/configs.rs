@@ -56,6 +56,12 @@ impl Volume {
             .await
     }
 
+    /// Whether any owner has a bucket (a top-level folder) named `bucket`.
+    pub async fn bucket_named_anywhere(&self, bucket: &str) -> Result<bool, VolumeError> {
+        let prefix = crate::Prefix::parse(&format!("{bucket}/"))?;
+        self.tree.held_by_anyone(&prefix).await
+    }
+
     /// The owner whose bucket `bucket` has a document of `kind` that claims
     /// the name, and the document: what a request without credentials
     /// naming the bucket is answered by.

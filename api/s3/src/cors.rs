@@ -304,30 +304,62 @@ fn access_key_of(request: &Request) -> Option<String> {
     })
 }
 
+/// What answers a cross-origin request to a bucket.
+enum Found {
+    Rules(Vec<Rule>),
+    NotEnabled,
+    NoBucket,
+}
+
 impl CorsState {
     /// The CORS rules that answer a request naming `key` (an access key,
-    /// if it names one) and `bucket`: its key's
-    /// owner's bucket's, else the ones that claim the name; `None` when
-    /// the bucket has none.
-    async fn rules_for(&self, key: Option<String>, bucket: &str) -> Option<Vec<Rule>> {
+    /// if it names one) and `bucket`: its key's owner's bucket's, else the
+    /// ones that claim the name.
+    async fn rules_for(&self, key: Option<String>, bucket: &str) -> Found {
         let owner: Option<Owner> = match key {
             Some(key) => self.keys.owner_of_key(&key).await,
             None => None,
         };
         let body = match owner {
-            Some(owner) => self
-                .files
-                .bucket_config(owner, bucket, ConfigKind::Cors)
-                .await
-                .ok()?,
-            None => self
+            Some(owner) => {
+                let Ok(prefix) = volume::Prefix::parse(&format!("{bucket}/")) else {
+                    return Found::NoBucket;
+                };
+                if !self
+                    .files
+                    .folder_exists(owner, &prefix)
+                    .await
+                    .unwrap_or(false)
+                {
+                    return Found::NoBucket;
+                }
+                self.files
+                    .bucket_config(owner, bucket, ConfigKind::Cors)
+                    .await
+                    .ok()
+                    .flatten()
+            }
+            None => match self
                 .files
                 .claimed_bucket_config(bucket, ConfigKind::Cors)
                 .await
-                .ok()?
-                .map(|(_, body)| body),
-        }?;
-        serde_json::from_str(&body).ok()
+            {
+                Ok(Some((_, body))) => Some(body),
+                _ if self
+                    .files
+                    .bucket_named_anywhere(bucket)
+                    .await
+                    .unwrap_or(true) =>
+                {
+                    None
+                }
+                _ => return Found::NoBucket,
+            },
+        };
+        match body.and_then(|body| serde_json::from_str(&body).ok()) {
+            Some(rules) => Found::Rules(rules),
+            None => Found::NotEnabled,
+        }
     }
 }
 
@@ -372,13 +404,12 @@ pub(crate) async fn cors(State(state): State<CorsState>, request: Request, next:
         return next.run(request).await;
     };
     let method = request.method().as_str().to_owned();
-    let rules = state.rules_for(key, &bucket).await;
+    let rules = match state.rules_for(key, &bucket).await {
+        Found::Rules(rules) => rules,
+        Found::NotEnabled | Found::NoBucket => Vec::new(),
+    };
     let mut response = next.run(request).await;
-    if let Some(rule) = rules
-        .iter()
-        .flatten()
-        .find(|rule| rule.allows(&origin, &method, &[]))
-    {
+    if let Some(rule) = rules.iter().find(|rule| rule.allows(&origin, &method, &[])) {
         rule.answer(&origin, response.headers_mut());
     }
     response
@@ -412,17 +443,28 @@ async fn preflight(
         .and_then(|value| value.to_str().ok())
         .unwrap_or("OPTIONS")
         .to_owned();
-    let rules = match bucket {
+    let found = match bucket {
         Some(bucket) => state.rules_for(key, &bucket).await,
-        None => None,
+        None => Found::NoBucket,
     };
-    let Some(rules) = rules else {
-        return refused(
-            StatusCode::FORBIDDEN,
-            "AccessForbidden",
-            "CORSResponse: CORS is not enabled for this bucket.",
-            Some((asked_method.as_str(), false)),
-        );
+    let rules = match found {
+        Found::Rules(rules) => rules,
+        Found::NoBucket => {
+            return refused(
+                StatusCode::FORBIDDEN,
+                "AccessForbidden",
+                "CORSResponse: Bucket not found",
+                Some((asked_method.as_str(), false)),
+            );
+        }
+        Found::NotEnabled => {
+            return refused(
+                StatusCode::FORBIDDEN,
+                "AccessForbidden",
+                "CORSResponse: CORS is not enabled for this bucket.",
+                Some((asked_method.as_str(), false)),
+            );
+        }
     };
     let Some(method) = headers
         .get(header::ACCESS_CONTROL_REQUEST_METHOD)

@@ -8,6 +8,10 @@
 //! Answers `204` (or `success_action_status` `200`/`201`, the latter with
 //! S3's `PostResponse`), or `303` to `success_action_redirect`.
 
+// The refusals here are answers, made once per form: boxing them would
+// gain nothing.
+#![allow(clippy::result_large_err)]
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -525,6 +529,18 @@ fn policy_of(encoded: &str) -> Result<PostPolicy, String> {
         .map_err(|e| e.to_string())?;
     let mut document: serde_json::Value =
         serde_json::from_slice(&json).map_err(|e| e.to_string())?;
+    let expiration = document
+        .get("expiration")
+        .and_then(serde_json::Value::as_str)
+        .ok_or("the policy has no expiration")?;
+    let iso = expiration.as_bytes().get(10) == Some(&b'T')
+        && time::OffsetDateTime::parse(expiration, &time::format_description::well_known::Rfc3339)
+            .is_ok();
+    if !iso {
+        return Err(format!(
+            "the expiration {expiration:?} is not an ISO 8601 date and time"
+        ));
+    }
     if let Some(conditions) = document
         .get_mut("conditions")
         .and_then(serde_json::Value::as_array_mut)

@@ -219,9 +219,8 @@ impl S3Api {
             .set_version_s3_info(owner, path, &found.meta.version_id, &info.to_json())
             .await
             .map_err(object_error)?;
-        Ok(self
-            .version_header_for(owner, bucket, &found.meta.version_id)
-            .await?)
+        self.version_header_for(owner, bucket, &found.meta.version_id)
+            .await
     }
 
     pub(crate) async fn put_object_tagging_(

@@ -9,6 +9,24 @@ use crate::path::Prefix;
 use crate::types::{Entry, FileMeta, Listing, Owner};
 
 impl Tree {
+    /// Whether any owner's tree holds the folder `prefix` (made, or
+    /// holding a file): what a request without credentials naming a
+    /// bucket learns of it, as S3's global bucket names tell.
+    pub(crate) async fn held_by_anyone(&self, prefix: &Prefix) -> Result<bool, VolumeError> {
+        let Some(upper) = prefix.upper_bound() else {
+            return Ok(true);
+        };
+        let found: Option<(i64,)> = sql::query_as(
+            "SELECT 1 FROM folders WHERE path = $1
+             UNION ALL SELECT 1 FROM files WHERE path >= $1 AND path < $2 LIMIT 1",
+        )
+        .bind(prefix.as_str())
+        .bind(upper)
+        .fetch_optional(self.db().pool())
+        .await?;
+        Ok(found.is_some())
+    }
+
     /// One page of the entries directly under `prefix`: files, and folders
     /// collapsed to one entry each (whether they hold files or were made
     /// empty), in path order, strictly after `after`.
