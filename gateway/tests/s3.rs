@@ -204,9 +204,15 @@ fn gateway_cli(server: &S3TestServer) -> Command {
 
 /// The boto3 suite against `server` as the key's owner.
 async fn boto3_suite(server: &S3TestServer, key: &(String, String), extra: &[&str]) {
+    python_suite(server, key, "boto3_suite.py", extra).await;
+}
+
+/// The Python suite `name` (a script of `tests/s3/`) against `server` as
+/// the key's owner, with `extra` arguments: it must end `all passed`.
+async fn python_suite(server: &S3TestServer, key: &(String, String), name: &str, extra: &[&str]) {
     let mut command = clean(&python());
     command
-        .arg(script("boto3_suite.py"))
+        .arg(script(name))
         .args(["--endpoint", &server.endpoint()])
         .args(["--access-key", &key.0])
         // `=`: a secret may start with `-` (URL-safe base64), which
@@ -218,7 +224,7 @@ async fn boto3_suite(server: &S3TestServer, key: &(String, String), extra: &[&st
     println!("{stdout}");
     assert!(
         output.status.success(),
-        "the boto3 suite failed ({}):\n{stdout}\n{}",
+        "{name} failed ({}):\n{stdout}\n{}",
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );

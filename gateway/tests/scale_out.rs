@@ -662,13 +662,22 @@ async fn kills_during_overwrites_and_deletes_lose_no_acknowledged_version() {
         "too few writes: {}",
         acknowledged.len()
     );
-    // Every acknowledged version reads back by its id, its content intact.
-    for (path, version, digest) in &acknowledged {
+    every_version_reads_back(&client, gateway.addr, &acknowledged).await;
+    // A restart collects with no grace: what a kill left is finished or
+    // undone.
+    restart_and_check_every_blob(&mut gateway, &client).await;
+}
+
+/// Every acknowledged version (path, id, SHA-256) reads back by its id,
+/// its content intact.
+async fn every_version_reads_back(
+    client: &reqwest::Client,
+    addr: SocketAddr,
+    acknowledged: &[(String, String, String)],
+) {
+    for (path, version, digest) in acknowledged {
         let answer = client
-            .get(format!(
-                "http://{}/files/{path}?version={version}",
-                gateway.addr
-            ))
+            .get(format!("http://{addr}/files/{path}?version={version}"))
             .send()
             .await
             .unwrap();
@@ -676,12 +685,15 @@ async fn kills_during_overwrites_and_deletes_lose_no_acknowledged_version() {
         let body = answer.bytes().await.unwrap();
         assert_eq!(&sha256_hex(&body), digest, "{path} version {version}");
     }
-    // A restart collects with no grace: what a kill left is finished or
-    // undone, and every blob file is one a current file or a kept version
-    // names, and every one named is there.
+}
+
+/// Restart `gateway` (its collection has no grace): every blob file is then
+/// one a current file or a kept version names, every one named is there,
+/// no removal is left unfinished, and nothing panicked.
+async fn restart_and_check_every_blob(gateway: &mut Local, client: &reqwest::Client) {
     gateway.kill();
     gateway.start();
-    gateway.wait_ready(&client).await;
+    gateway.wait_ready(client).await;
     let named: std::collections::BTreeSet<String> = gateway
         .query(
             "SELECT sha256 FROM files UNION SELECT sha256 FROM file_versions \
@@ -838,19 +850,7 @@ async fn kills_during_deletes_of_locked_versions_lose_none_of_them() {
         "too few writes: {}",
         acknowledged.len()
     );
-    for (path, version, digest) in &acknowledged {
-        let answer = client
-            .get(format!(
-                "http://{}/files/{path}?version={version}",
-                gateway.addr
-            ))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), 200, "{path} version {version}");
-        let body = answer.bytes().await.unwrap();
-        assert_eq!(&sha256_hex(&body), digest, "{path} version {version}");
-    }
+    every_version_reads_back(&client, gateway.addr, &acknowledged).await;
     let retained = gateway.query(
         "SELECT version_id FROM object_locks WHERE path LIKE 'vault/%' AND retain_until_ms > 0",
     );
@@ -860,27 +860,5 @@ async fn kills_during_deletes_of_locked_versions_lose_none_of_them() {
             "version {version} lost its retention"
         );
     }
-    gateway.kill();
-    gateway.start();
-    gateway.wait_ready(&client).await;
-    let named: std::collections::BTreeSet<String> = gateway
-        .query(
-            "SELECT sha256 FROM files UNION SELECT sha256 FROM file_versions \
-             WHERE sha256 IS NOT NULL",
-        )
-        .into_iter()
-        .collect();
-    let blobs = gateway.blob_files();
-    let unnamed: Vec<_> = blobs.difference(&named).cloned().collect();
-    assert!(
-        unnamed.is_empty(),
-        "orphan blobs after the grace: {unnamed:?}"
-    );
-    let missing: Vec<_> = named.difference(&blobs).cloned().collect();
-    assert!(
-        missing.is_empty(),
-        "versions without their blobs: {missing:?}"
-    );
-    let log = gateway.log();
-    assert!(!log.contains("panicked"), "the gateway panicked:\n{log}");
+    restart_and_check_every_blob(&mut gateway, &client).await;
 }

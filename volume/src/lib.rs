@@ -91,7 +91,7 @@ pub use crate::footprints::{FootprintRecord, FootprintRetention, FootprintStore,
 use crate::ledger::BlobState;
 pub use crate::lifecycle::{
     AndFilter, Candidate, DAY_MS, Expiration, Lifecycle, LifecycleReport, LifecycleRule,
-    NoncurrentExpiration, RuleFilter, lifecycle_totals,
+    NoncurrentExpiration, RuleFilter, lifecycle_totals, tags_in,
 };
 pub use crate::object_lock::{
     BucketLock, DefaultRetention, LockMode, Retention, RetentionPeriod, VersionLock,

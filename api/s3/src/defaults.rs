@@ -98,6 +98,11 @@ fn absent(code: S3ErrorCode, message: &str) -> S3Error {
 }
 
 impl S3Api {
+    /// `NoSuchBucket` unless the caller of `req` has `bucket`.
+    async fn require_callers_bucket<T>(&self, req: &S3Request<T>, bucket: &str) -> S3Result<()> {
+        self.require_bucket(caller(req)?.owner(), bucket).await
+    }
+
     pub(crate) async fn get_bucket_acl_(
         &self,
         req: S3Request<GetBucketAclInput>,
@@ -189,9 +194,7 @@ impl S3Api {
         &self,
         req: S3Request<GetBucketEncryptionInput>,
     ) -> S3Result<S3Response<GetBucketEncryptionOutput>> {
-        let caller = caller(&req)?;
-        self.require_bucket(caller.owner(), &req.input.bucket)
-            .await?;
+        self.require_callers_bucket(&req, &req.input.bucket).await?;
         Err(absent(
             S3ErrorCode::ServerSideEncryptionConfigurationNotFoundError,
             "The server side encryption configuration was not found",
@@ -202,9 +205,7 @@ impl S3Api {
         &self,
         req: S3Request<GetBucketWebsiteInput>,
     ) -> S3Result<S3Response<GetBucketWebsiteOutput>> {
-        let caller = caller(&req)?;
-        self.require_bucket(caller.owner(), &req.input.bucket)
-            .await?;
+        self.require_callers_bucket(&req, &req.input.bucket).await?;
         Err(absent(
             S3ErrorCode::NoSuchWebsiteConfiguration,
             "The specified bucket does not have a website configuration",
@@ -215,9 +216,7 @@ impl S3Api {
         &self,
         req: S3Request<GetBucketReplicationInput>,
     ) -> S3Result<S3Response<GetBucketReplicationOutput>> {
-        let caller = caller(&req)?;
-        self.require_bucket(caller.owner(), &req.input.bucket)
-            .await?;
+        self.require_callers_bucket(&req, &req.input.bucket).await?;
         Err(absent(
             S3ErrorCode::ReplicationConfigurationNotFoundError,
             "The replication configuration was not found",
@@ -228,9 +227,7 @@ impl S3Api {
         &self,
         req: S3Request<GetPublicAccessBlockInput>,
     ) -> S3Result<S3Response<GetPublicAccessBlockOutput>> {
-        let caller = caller(&req)?;
-        self.require_bucket(caller.owner(), &req.input.bucket)
-            .await?;
+        self.require_callers_bucket(&req, &req.input.bucket).await?;
         Err(absent(
             S3ErrorCode::Custom("NoSuchPublicAccessBlockConfiguration".into()),
             "The public access block configuration was not found",
@@ -241,9 +238,7 @@ impl S3Api {
         &self,
         req: S3Request<GetBucketOwnershipControlsInput>,
     ) -> S3Result<S3Response<GetBucketOwnershipControlsOutput>> {
-        let caller = caller(&req)?;
-        self.require_bucket(caller.owner(), &req.input.bucket)
-            .await?;
+        self.require_callers_bucket(&req, &req.input.bucket).await?;
         // Every bucket is its owner's alone: S3's default since 2023.
         Ok(S3Response::new(GetBucketOwnershipControlsOutput {
             ownership_controls: Some(OwnershipControls {
@@ -260,9 +255,7 @@ impl S3Api {
         &self,
         req: S3Request<GetBucketLoggingInput>,
     ) -> S3Result<S3Response<GetBucketLoggingOutput>> {
-        let caller = caller(&req)?;
-        self.require_bucket(caller.owner(), &req.input.bucket)
-            .await?;
+        self.require_callers_bucket(&req, &req.input.bucket).await?;
         Ok(S3Response::new(GetBucketLoggingOutput::default()))
     }
 
@@ -270,9 +263,7 @@ impl S3Api {
         &self,
         req: S3Request<GetBucketNotificationConfigurationInput>,
     ) -> S3Result<S3Response<GetBucketNotificationConfigurationOutput>> {
-        let caller = caller(&req)?;
-        self.require_bucket(caller.owner(), &req.input.bucket)
-            .await?;
+        self.require_callers_bucket(&req, &req.input.bucket).await?;
         Ok(S3Response::new(
             GetBucketNotificationConfigurationOutput::default(),
         ))
@@ -282,9 +273,7 @@ impl S3Api {
         &self,
         req: S3Request<GetBucketRequestPaymentInput>,
     ) -> S3Result<S3Response<GetBucketRequestPaymentOutput>> {
-        let caller = caller(&req)?;
-        self.require_bucket(caller.owner(), &req.input.bucket)
-            .await?;
+        self.require_callers_bucket(&req, &req.input.bucket).await?;
         Ok(S3Response::new(GetBucketRequestPaymentOutput {
             payer: Some(Payer::from_static(Payer::BUCKET_OWNER)),
         }))
@@ -294,9 +283,7 @@ impl S3Api {
         &self,
         req: S3Request<GetBucketAccelerateConfigurationInput>,
     ) -> S3Result<S3Response<GetBucketAccelerateConfigurationOutput>> {
-        let caller = caller(&req)?;
-        self.require_bucket(caller.owner(), &req.input.bucket)
-            .await?;
+        self.require_callers_bucket(&req, &req.input.bucket).await?;
         Ok(S3Response::new(
             GetBucketAccelerateConfigurationOutput::default(),
         ))

@@ -210,6 +210,17 @@ impl KeyRing {
         }
     }
 
+    /// Whether this listener serves the open tree now: on loopback, with
+    /// no user.
+    async fn serves_openly(&self) -> S3Result<bool> {
+        Ok(self.loopback
+            && self
+                .auth
+                .is_open()
+                .await
+                .map_err(|error| s3_error!(InternalError, "{error}"))?)
+    }
+
     /// Who a request signed with `access_key` acts for (its signature
     /// checked): the key's user, or the open tree while it is open.
     async fn caller_known(&self, access_key: &str, open: bool) -> S3Result<Caller> {
@@ -235,12 +246,7 @@ impl KeyRing {
     /// Who a form upload signed with `access_key` acts for (its policy's
     /// signature checked), as [`S3Access`] decides it for a request.
     pub(crate) async fn caller_of_key(&self, access_key: &str) -> S3Result<Caller> {
-        let open = self.loopback
-            && self
-                .auth
-                .is_open()
-                .await
-                .map_err(|error| s3_error!(InternalError, "{error}"))?;
+        let open = self.serves_openly().await?;
         self.caller_known(access_key, open).await
     }
 
@@ -335,12 +341,7 @@ impl S3Access for KeyRing {
     /// owner; an anonymous one is served only by an open gateway, as the
     /// open tree, like every other protocol.
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
-        let open = self.loopback
-            && self
-                .auth
-                .is_open()
-                .await
-                .map_err(|error| s3_error!(InternalError, "{error}"))?;
+        let open = self.serves_openly().await?;
         let caller = match cx.credentials() {
             Some(credentials) => self.caller_known(&credentials.access_key, open).await?,
             None if open => {

@@ -378,9 +378,11 @@ impl S3Api {
         let Some(rules) = rules else {
             return Ok(None);
         };
+        let tags = volume::tags_in(meta.s3_info.as_deref());
         let object = Candidate {
             key: meta.path.get(bucket.len() + 1..).unwrap_or_default(),
             size: meta.size,
+            tags: &tags,
         };
         // In calendar days whatever the test clock says, as S3 says it.
         Ok(rules

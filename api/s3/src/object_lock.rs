@@ -205,6 +205,21 @@ fn period(days: Option<i32>, years: Option<i32>) -> S3Result<RetentionPeriod> {
 }
 
 impl S3Api {
+    /// The object (its path) and version (checked as S3 checks ids) a
+    /// retention or legal hold request names, in a bucket that exists.
+    async fn version_named(
+        &self,
+        owner: volume::Owner,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+    ) -> S3Result<(volume::FilePath, Option<String>)> {
+        self.require_bucket(owner, bucket).await?;
+        let path = object_path(bucket, key)?;
+        let version = version_id.map(checked_version).transpose()?;
+        Ok((path, version.map(str::to_owned)))
+    }
+
     pub(crate) async fn put_object_lock_configuration_(
         &self,
         req: S3Request<PutObjectLockConfigurationInput>,
@@ -298,13 +313,14 @@ impl S3Api {
         let owner = caller.owner();
         require_body_check(&req.headers, "Put Object Retention")?;
         let input = req.input;
-        self.require_bucket(owner, &input.bucket).await?;
-        let path = object_path(&input.bucket, &input.key)?;
-        let version = input
-            .version_id
-            .as_deref()
-            .map(checked_version)
-            .transpose()?;
+        let (path, version) = self
+            .version_named(
+                owner,
+                &input.bucket,
+                &input.key,
+                input.version_id.as_deref(),
+            )
+            .await?;
         let retention = match input.retention {
             None => return Err(malformed()),
             Some(ObjectLockRetention {
@@ -329,7 +345,7 @@ impl S3Api {
         };
         let bypass = input.bypass_governance_retention == Some(true);
         self.files
-            .set_retention(owner, &path, version, retention, bypass)
+            .set_retention(owner, &path, version.as_deref(), retention, bypass)
             .await
             .map_err(object_error)?;
         Ok(S3Response::new(PutObjectRetentionOutput::default()))
@@ -342,16 +358,17 @@ impl S3Api {
         let caller = caller(&req)?;
         let owner = caller.owner();
         let input = req.input;
-        self.require_bucket(owner, &input.bucket).await?;
-        let path = object_path(&input.bucket, &input.key)?;
-        let version = input
-            .version_id
-            .as_deref()
-            .map(checked_version)
-            .transpose()?;
+        let (path, version) = self
+            .version_named(
+                owner,
+                &input.bucket,
+                &input.key,
+                input.version_id.as_deref(),
+            )
+            .await?;
         let (_, lock) = self
             .files
-            .version_lock(owner, &path, version)
+            .version_lock(owner, &path, version.as_deref())
             .await
             .map_err(object_error)?;
         let retention = lock.retention.ok_or_else(no_lock_of_object)?;
@@ -373,13 +390,14 @@ impl S3Api {
         let owner = caller.owner();
         require_body_check(&req.headers, "Put Object Legal Hold")?;
         let input = req.input;
-        self.require_bucket(owner, &input.bucket).await?;
-        let path = object_path(&input.bucket, &input.key)?;
-        let version = input
-            .version_id
-            .as_deref()
-            .map(checked_version)
-            .transpose()?;
+        let (path, version) = self
+            .version_named(
+                owner,
+                &input.bucket,
+                &input.key,
+                input.version_id.as_deref(),
+            )
+            .await?;
         let on = match input
             .legal_hold
             .and_then(|hold| hold.status)
@@ -391,7 +409,7 @@ impl S3Api {
             _ => return Err(malformed()),
         };
         self.files
-            .set_legal_hold(owner, &path, version, on)
+            .set_legal_hold(owner, &path, version.as_deref(), on)
             .await
             .map_err(object_error)?;
         Ok(S3Response::new(PutObjectLegalHoldOutput::default()))
@@ -404,16 +422,17 @@ impl S3Api {
         let caller = caller(&req)?;
         let owner = caller.owner();
         let input = req.input;
-        self.require_bucket(owner, &input.bucket).await?;
-        let path = object_path(&input.bucket, &input.key)?;
-        let version = input
-            .version_id
-            .as_deref()
-            .map(checked_version)
-            .transpose()?;
+        let (path, version) = self
+            .version_named(
+                owner,
+                &input.bucket,
+                &input.key,
+                input.version_id.as_deref(),
+            )
+            .await?;
         let (_, lock) = self
             .files
-            .version_lock(owner, &path, version)
+            .version_lock(owner, &path, version.as_deref())
             .await
             .map_err(object_error)?;
         let on = lock.legal_hold.ok_or_else(no_lock_of_object)?;

@@ -139,29 +139,25 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+# The checks, the bucket cleanup and the running of one case, shared with the S3 suites (tests/s3/suite_harness.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "s3"))
+from suite_harness import (  # noqa: E402 - found through the line above
+    Failure,
+    case_registry,
+    check,
+    empty_bucket,
+    eq,
+    error_of,
+    fail,
+    run_case,
+    summary,
+)
+
 MIB = 1 << 20
 # How long the page may take over one operation; Selenium's own wait is a
 # little longer, so the page's timeout is what reports a stuck case.
 JS_TIMEOUT_S = 45
 HTTP_TIMEOUT_S = 30
-
-
-class Failure(Exception):
-    pass
-
-
-def fail(message):
-    raise Failure(message)
-
-
-def check(condition, message):
-    if not condition:
-        fail(message)
-
-
-def eq(got, expected, what):
-    if got != expected:
-        fail(f"{what}: expected {expected!r}, got {got!r}")
 
 
 def sha256_hex(data):
@@ -179,12 +175,6 @@ def same_bytes(got, expected, what):
             f"{what}: {len(got)} bytes (sha256 {sha256_hex(got)[:16]}…), expected "
             f"{len(expected)} bytes (sha256 {sha256_hex(expected)[:16]}…)"
         )
-
-
-def error_of(exc):
-    err = exc.response.get("Error", {})
-    meta = exc.response.get("ResponseMetadata", {})
-    return err.get("Code"), meta.get("HTTPStatusCode"), err.get("Message")
 
 
 def http(method, url, headers=None, body=None):
@@ -760,34 +750,10 @@ class Suite:
         self.profile.cleanup()
 
 
-def empty_bucket(s3, bucket):
-    """Delete every version and delete marker (and unfinished upload) of a bucket."""
-    for upload in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
-        s3.abort_multipart_upload(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
-    for _ in range(5):
-        objects = []
-        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
-            for entry in page.get("Versions", []) + page.get("DeleteMarkers", []):
-                objects.append({"Key": entry["Key"], "VersionId": entry["VersionId"]})
-        if not objects:
-            break
-        for i in range(0, len(objects), 1000):
-            s3.delete_objects(Bucket=bucket, Delete={"Objects": objects[i : i + 1000], "Quiet": True})
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-        if keys:
-            s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
-
-
 # ---------------------------------------------------------------------------
 # Cases, in the order they run.
 
-CASES = []
-
-
-def case(fn):
-    CASES.append(fn)
-    return fn
+CASES, case = case_registry()
 
 
 @case
@@ -1036,6 +1002,10 @@ def main():
         t.kill_browser()
         os._exit(1)
 
+    # A case that fails once the browser is ended says so, without a traceback.
+    def at_deadline():
+        return f"stopped at the deadline ({ARGS.deadline:.0f} s)" if t.stopped else None
+
     timers = [threading.Timer(ARGS.deadline, overdue), threading.Timer(ARGS.deadline + 30, hard_stop)]
     for timer in timers:
         timer.daemon = True
@@ -1053,38 +1023,17 @@ def main():
             for fn in CASES:
                 if ARGS.only and fn.__name__ not in ARGS.only:
                     continue
-                case_start = time.monotonic()
-                try:
-                    fn(t)
-                except Failure as exc:
-                    print(f"FAIL {fn.__name__}: {exc}", flush=True)
-                    failures.append(fn.__name__)
-                except ClientError as exc:
-                    code, status, message = error_of(exc)
-                    print(
-                        f"FAIL {fn.__name__}: unexpected {code} ({status}) from {exc.operation_name}: {message}\n"
-                        f"{traceback.format_exc()}",
-                        flush=True,
-                    )
-                    failures.append(fn.__name__)
-                except Exception:  # noqa: BLE001 - every other failure is a failure too
-                    if t.stopped:
-                        print(f"FAIL {fn.__name__}: stopped at the deadline ({ARGS.deadline:.0f} s)", flush=True)
-                        failures.append(fn.__name__)
-                        break
-                    print(f"FAIL {fn.__name__}:\n{traceback.format_exc()}", flush=True)
-                    failures.append(fn.__name__)
-                else:
-                    print(f"ok {fn.__name__} ({time.monotonic() - case_start:.1f}s)", flush=True)
+                outcome = run_case(fn, t, stopped=at_deadline)
+                if outcome == "ok":
                     continue
-                if not ARGS.keep_going:
+                failures.append(fn.__name__)
+                if outcome == "stopped" or not ARGS.keep_going:
                     break
     finally:
         t.cleanup()
         for timer in timers:
             timer.cancel()
-    print(f"{len(failures)} failed: {' '.join(failures)}" if failures else f"all passed in {time.monotonic() - started:.1f}s")
-    sys.exit(1 if failures else 0)
+    sys.exit(summary(failures, started))
 
 
 ARGS = None

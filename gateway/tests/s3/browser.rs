@@ -10,31 +10,11 @@
 use super::versions::mc;
 use super::*;
 
-/// The browser suite against `server` as the key's owner.
-async fn browser_suite(server: &S3TestServer, key: &(String, String)) {
-    let mut command = clean(&python());
-    command
-        .arg(script("browser_suite.py"))
-        .args(["--endpoint", &server.endpoint()])
-        .args(["--access-key", &key.0])
-        .arg(format!("--secret={}", key.1));
-    let output = run(command, Duration::from_secs(600)).await;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    println!("{stdout}");
-    assert!(
-        output.status.success(),
-        "the browser suite failed ({}):\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(stdout.contains("all passed"), "{stdout}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_browser_suite_passes_on_sqlite() {
     within(Duration::from_secs(600), async {
         let (server, key) = with_alice().await;
-        browser_suite(&server, &key).await;
+        python_suite(&server, &key, "browser_suite.py", &[]).await;
     })
     .await;
 }
@@ -43,7 +23,7 @@ async fn the_browser_suite_passes_on_sqlite() {
 async fn the_browser_suite_passes_on_postgres_and_seaweedfs() {
     within(Duration::from_secs(900), async {
         let (server, key, _backend) = on_postgres_and_seaweedfs("browser").await;
-        browser_suite(&server, &key).await;
+        python_suite(&server, &key, "browser_suite.py", &[]).await;
     })
     .await;
 }

@@ -104,7 +104,6 @@ Choices where AWS has changed its defaults (see the cases for the sources):
     public policy would be refused; this store allows public-read policies.
 """
 
-import argparse
 import base64
 import datetime
 import hashlib
@@ -114,19 +113,13 @@ import json
 import os
 import random
 import string
-import sys
-import time
-import traceback
 import urllib.parse
 import xml.etree.ElementTree as ET
 
-import boto3
-from botocore import UNSIGNED
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.config import Config
-from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
+
+from suite_harness import BaseSuite, case_registry, main as run_suite
+from suite_harness import check, eq, error_of, etag_of, expect_error, fail, headers_of, show_call, status_of
 
 MIB = 1 << 20
 UTC = datetime.timezone.utc
@@ -136,70 +129,6 @@ CORS_REFUSED = "CORSResponse: This CORS request is not allowed."
 CORS_VARY = {"origin", "access-control-request-headers", "access-control-request-method"}
 
 
-class Failure(Exception):
-    pass
-
-
-def fail(message):
-    raise Failure(message)
-
-
-def check(condition, message):
-    if not condition:
-        fail(message)
-
-
-def eq(got, expected, what):
-    if got != expected:
-        fail(f"{what}: expected {expected!r}, got {got!r}")
-
-
-def md5_hex(data):
-    return hashlib.md5(data).hexdigest()
-
-
-def etag_of(data):
-    return f'"{md5_hex(data)}"'
-
-
-def error_of(exc):
-    err = exc.response.get("Error", {})
-    meta = exc.response.get("ResponseMetadata", {})
-    return err.get("Code"), meta.get("HTTPStatusCode"), err.get("Message")
-
-
-def headers_of(response):
-    """The answer's headers (names lower case), from a boto3 result or a ClientError."""
-    if isinstance(response, ClientError):
-        response = response.response
-    return response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-
-
-def status_of(response):
-    return response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-
-
-def expect_error(codes, fn, *args, status=None, **kwargs):
-    """Call fn; it must fail with one of `codes` (and `status` if given). Returns the ClientError."""
-    if isinstance(codes, str):
-        codes = (codes,)
-    try:
-        result = fn(*args, **kwargs)
-    except ClientError as exc:
-        code, got_status, message = error_of(exc)
-        if code not in codes or (status is not None and got_status != status):
-            fail(
-                f"{fn.__name__}({_show(args, kwargs)}): expected {'/'.join(codes)}"
-                f"{'' if status is None else f' ({status})'}, got {code} ({got_status}): {message}"
-            )
-        return exc
-    meta = result.get("ResponseMetadata", {}) if isinstance(result, dict) else {}
-    fail(
-        f"{fn.__name__}({_show(args, kwargs)}): expected {'/'.join(codes)}"
-        f"{'' if status is None else f' ({status})'}, but it succeeded with {meta.get('HTTPStatusCode')}"
-    )
-
-
 def expect_status(status, fn, *args, **kwargs):
     """Call fn; it must fail with HTTP `status` whatever the code (HEAD answers carry no body)."""
     try:
@@ -207,20 +136,9 @@ def expect_status(status, fn, *args, **kwargs):
     except ClientError as exc:
         got = error_of(exc)[1]
         if got != status:
-            fail(f"{fn.__name__}({_show(args, kwargs)}): expected {status}, got {got} ({error_of(exc)[0]})")
+            fail(f"{fn.__name__}({show_call(args, kwargs)}): expected {status}, got {got} ({error_of(exc)[0]})")
         return exc
-    fail(f"{fn.__name__}({_show(args, kwargs)}): expected {status}, but it succeeded with {status_of(result)}")
-
-
-def _show(args, kwargs):
-    def short(v):
-        if isinstance(v, (bytes, bytearray)) and len(v) > 40:
-            return f"<{len(v)} bytes>"
-        text = repr(v)
-        return text if len(text) <= 300 else text[:300] + "…"
-
-    parts = [short(a) for a in args] + [f"{k}={short(v)}" for k, v in kwargs.items()]
-    return ", ".join(parts)
+    fail(f"{fn.__name__}({show_call(args, kwargs)}): expected {status}, but it succeeded with {status_of(result)}")
 
 
 # ---------------------------------------------------------------------------
@@ -297,62 +215,22 @@ def expect_raw_error(answer, status, codes, what, message_prefix=None):
 # Clients.
 
 
-class Suite:
+class Suite(BaseSuite):
+    PREFIX = "br"
+    READ_TIMEOUT = 120
+
     def __init__(self, args):
-        self.endpoint = args.endpoint.rstrip("/")
-        self.access_key = args.access_key
-        self.secret = args.secret
-        self.region = "us-east-1"
-        self.prefix = args.prefix or "br" + "".join(
-            random.choice(string.ascii_lowercase + string.digits) for _ in range(8)
-        )
-        self.s3 = self.client()
+        super().__init__(args)
         self.anon = self.client(unsigned=True)
-        self.buckets = []
-
-    def client(self, unsigned=False):
-        cfg = Config(
-            signature_version=UNSIGNED if unsigned else "s3v4",
-            s3={"addressing_style": "path"},
-            retries={"max_attempts": 1, "mode": "standard"},
-            connect_timeout=10,
-            read_timeout=120,
-        )
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            region_name=self.region,
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret,
-            config=cfg,
-        )
-
-    def bucket(self, what, versioning=None):
-        name = f"{self.prefix}-{what}"
-        if name in self.buckets:
-            name = f"{name}-{len(self.buckets)}"
-        self.s3.create_bucket(Bucket=name)
-        self.buckets.append(name)
-        if versioning:
-            answer = self.s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": versioning})
-            eq(status_of(answer), 200, f"PutBucketVersioning {versioning}")
-        return name
 
     def missing(self, what="missing"):
         """A bucket name nobody has made."""
         return f"{self.prefix}-{what}-" + "".join(random.choice(string.ascii_lowercase) for _ in range(6))
 
-    def url(self, bucket, key="", query=""):
-        url = f"{self.endpoint}/{bucket}"
-        if key:
-            url += "/" + urllib.parse.quote(key, safe="/~")
-        return url + (f"?{query}" if query else "")
-
     def signed(self, method, url, headers=None, body=b""):
         """A request signed with SigV4 in the Authorization header, sent by http.client."""
-        request = AWSRequest(method=method, url=url, headers=dict(headers or {}), data=body)
-        S3SigV4Auth(Credentials(self.access_key, self.secret), "s3", self.region).add_auth(request)
-        return raw(method, url, dict(request.headers.items()), body if method in ("PUT", "POST") else None)
+        signed = self.signed_headers(method, url, headers, body)
+        return raw(method, url, signed, body if method in ("PUT", "POST") else None)
 
     def presign(self, method, bucket, key, **params):
         client_method = {"GET": "get_object", "PUT": "put_object", "HEAD": "head_object", "DELETE": "delete_object"}[method]
@@ -364,36 +242,6 @@ class Suite:
         answer = self.s3.put_object(Bucket=bucket, Key=key, Body=body, **kwargs)
         eq(status_of(answer), 200, f"PutObject {key!r}")
         return answer
-
-    def cleanup(self):
-        for bucket in self.buckets:
-            try:
-                empty_bucket(self.s3, bucket)
-                self.s3.delete_bucket(Bucket=bucket)
-            except ClientError as exc:
-                if error_of(exc)[0] != "NoSuchBucket":  # a case may have deleted it
-                    print(f"cleanup of {bucket}: {exc}", file=sys.stderr)
-            except Exception as exc:  # noqa: BLE001 - cleanup is best effort
-                print(f"cleanup of {bucket}: {exc}", file=sys.stderr)
-
-
-def empty_bucket(s3, bucket):
-    """Delete every version and delete marker (and unfinished upload) of a bucket."""
-    for upload in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
-        s3.abort_multipart_upload(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
-    for _ in range(5):
-        objects = []
-        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
-            for entry in page.get("Versions", []) + page.get("DeleteMarkers", []):
-                objects.append({"Key": entry["Key"], "VersionId": entry["VersionId"]})
-        if not objects:
-            break
-        for i in range(0, len(objects), 1000):
-            s3.delete_objects(Bucket=bucket, Delete={"Objects": objects[i : i + 1000], "Quiet": True})
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-        if keys:
-            s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
 
 
 # ---------------------------------------------------------------------------
@@ -633,12 +481,7 @@ def anon_get(t, bucket, key):
 # ---------------------------------------------------------------------------
 # Cases, in the order they run.
 
-CASES = []
-
-
-def case(fn):
-    CASES.append(fn)
-    return fn
+CASES, case = case_registry()
 
 
 # --- CORS ------------------------------------------------------------------
@@ -1913,57 +1756,8 @@ def store_acl_private_accepted(t):
 
 
 def main():
-    global ARGS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--endpoint", required=True)
-    parser.add_argument("--access-key", required=True)
-    parser.add_argument("--secret", required=True)
-    parser.add_argument("--prefix", help="bucket name prefix (random by default)")
-    parser.add_argument("--only", action="append", help="run only these cases")
-    parser.add_argument("--skip", action="append", default=[], help="run every case but these")
-    parser.add_argument("--keep-going", action="store_true", help="run every case, list the failures at the end")
-    ARGS = parser.parse_args()
-    for var in ("AWS_CA_BUNDLE", "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
-        os.environ.pop(var, None)
-    unknown = [n for n in (ARGS.only or []) + ARGS.skip if n not in {fn.__name__ for fn in CASES}]
-    if unknown:
-        parser.error(f"no such case: {' '.join(unknown)}")
-    t = Suite(ARGS)
-    failures = []
-    started = time.monotonic()
-    try:
-        for fn in CASES:
-            if (ARGS.only and fn.__name__ not in ARGS.only) or fn.__name__ in ARGS.skip:
-                continue
-            case_start = time.monotonic()
-            try:
-                fn(t)
-            except Failure as exc:
-                print(f"FAIL {fn.__name__}: {exc}", flush=True)
-                failures.append(fn.__name__)
-            except ClientError as exc:
-                code, status, message = error_of(exc)
-                print(
-                    f"FAIL {fn.__name__}: unexpected {code} ({status}) from {exc.operation_name}: {message}\n"
-                    f"{traceback.format_exc()}",
-                    flush=True,
-                )
-                failures.append(fn.__name__)
-            except Exception:  # noqa: BLE001 - every other failure is a failure too
-                print(f"FAIL {fn.__name__}:\n{traceback.format_exc()}", flush=True)
-                failures.append(fn.__name__)
-            else:
-                print(f"ok {fn.__name__} ({time.monotonic() - case_start:.1f}s)", flush=True)
-                continue
-            if not ARGS.keep_going:
-                break
-    finally:
-        t.cleanup()
-    print(f"{len(failures)} failed: {' '.join(failures)}" if failures else f"all passed in {time.monotonic() - started:.1f}s")
-    sys.exit(1 if failures else 0)
+    run_suite(Suite, CASES)
 
-
-ARGS = None
 
 if __name__ == "__main__":
     main()

@@ -57,150 +57,29 @@ Sources cited below:
                  March 2026).
 """
 
-import argparse
 import datetime
-import os
-import random
 import re
-import string
-import sys
 import time
-import traceback
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import ClientError
+
+from suite_harness import BaseSuite, Skipped, all_versions, arguments, case_registry, main as run_suite
+from suite_harness import check, eq, error_of, expect_error, fail, headers_of, lacks_header, status_of
 
 UTC = datetime.timezone.utc
 DAY = datetime.timedelta(days=1)
-
-
-class Failure(Exception):
-    pass
-
-
-class Skipped(Exception):
-    pass
-
-
-def fail(message):
-    raise Failure(message)
-
-
-def check(condition, message):
-    if not condition:
-        fail(message)
-
-
-def eq(got, expected, what):
-    if got != expected:
-        fail(f"{what}: expected {expected!r}, got {got!r}")
-
-
-def error_of(exc):
-    err = exc.response.get("Error", {})
-    meta = exc.response.get("ResponseMetadata", {})
-    return err.get("Code"), meta.get("HTTPStatusCode"), err.get("Message")
-
-
-def headers_of(response):
-    """The answer's headers (names lower case), from a boto3 result or a ClientError."""
-    if isinstance(response, ClientError):
-        response = response.response
-    return response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-
-
-def status_of(response):
-    return response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-
-
-def expect_error(codes, fn, *args, status=None, **kwargs):
-    """Call fn; it must fail with one of `codes` (and `status` if given). Returns the ClientError."""
-    if isinstance(codes, str):
-        codes = (codes,)
-    try:
-        result = fn(*args, **kwargs)
-    except ClientError as exc:
-        code, got_status, message = error_of(exc)
-        if code not in codes or (status is not None and got_status != status):
-            fail(
-                f"{fn.__name__}({_show(args, kwargs)}): expected {'/'.join(codes)}"
-                f"{'' if status is None else f' ({status})'}, got {code} ({got_status}): {message}"
-            )
-        return exc
-    meta = result.get("ResponseMetadata", {}) if isinstance(result, dict) else {}
-    fail(
-        f"{fn.__name__}({_show(args, kwargs)}): expected {'/'.join(codes)}"
-        f"{'' if status is None else f' ({status})'}, but it succeeded with {meta.get('HTTPStatusCode')}"
-    )
-
-
-def _show(args, kwargs):
-    def short(v):
-        if isinstance(v, (bytes, bytearray)) and len(v) > 40:
-            return f"<{len(v)} bytes>"
-        text = repr(v)
-        return text if len(text) <= 300 else text[:300] + "…"
-
-    parts = [short(a) for a in args] + [f"{k}={short(v)}" for k, v in kwargs.items()]
-    return ", ".join(parts)
-
-
-def lacks_header(response, name, what):
-    got = headers_of(response).get(name)
-    if got is not None:
-        fail(f"{what}: header {name} must be absent, got {got!r}")
 
 
 # ---------------------------------------------------------------------------
 # Clients.
 
 
-class Suite:
+class Suite(BaseSuite):
+    PREFIX = "lc"
+
     def __init__(self, args):
-        self.endpoint = args.endpoint.rstrip("/")
-        self.access_key = args.access_key
-        self.secret = args.secret
-        self.region = "us-east-1"
+        super().__init__(args)
         self.day_seconds = args.day_seconds
-        self.prefix = args.prefix or "lc" + "".join(
-            random.choice(string.ascii_lowercase + string.digits) for _ in range(8)
-        )
-        self.s3 = self.client()
-        self.buckets = []
-        self.locked = set()
-
-    def client(self):
-        cfg = Config(
-            signature_version="s3v4",
-            s3={"addressing_style": "path"},
-            retries={"max_attempts": 1, "mode": "standard"},
-            connect_timeout=10,
-            read_timeout=60,
-        )
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            region_name=self.region,
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret,
-            config=cfg,
-        )
-
-    def bucket(self, what, versioning=None, lock=False):
-        name = f"{self.prefix}-{what}"
-        if name in self.buckets:
-            name = f"{name}-{len(self.buckets)}"
-        if lock:
-            self.s3.create_bucket(Bucket=name, ObjectLockEnabledForBucket=True)
-            self.locked.add(name)
-        else:
-            self.s3.create_bucket(Bucket=name)
-        self.buckets.append(name)
-        if versioning:
-            answer = self.s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": versioning})
-            eq(status_of(answer), 200, f"PutBucketVersioning {versioning}")
-        return name
 
     def lifecycle(self, bucket, rules):
         answer = self.s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": rules})
@@ -229,65 +108,13 @@ class Suite:
                 fail(f"{what}: not within {days} days of {self.day_seconds} s plus 30 s")
             time.sleep(pause)
 
-    def cleanup(self):
-        for bucket in self.buckets:
-            try:
-                try:
-                    self.s3.delete_bucket_lifecycle(Bucket=bucket)
-                except ClientError:
-                    pass
-                left = empty_bucket(self.s3, bucket, bucket in self.locked)
-                if left:
-                    print(f"cleanup of {bucket}: left behind, {len(left)} versions could not be deleted: {left[:5]}", file=sys.stderr)
-                    continue
-                self.s3.delete_bucket(Bucket=bucket)
-            except ClientError as exc:
-                if error_of(exc)[0] != "NoSuchBucket":  # a case may have deleted it
-                    print(f"cleanup of {bucket}: {exc}", file=sys.stderr)
-            except Exception as exc:  # noqa: BLE001 - cleanup is best effort
-                print(f"cleanup of {bucket}: {exc}", file=sys.stderr)
-
-
-def all_versions(s3, bucket, prefix=""):
-    """Every (key, version id, is a marker, is latest) of a bucket, in listing order per kind."""
-    out = []
-    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
-        out += [(v["Key"], v["VersionId"], False, v["IsLatest"]) for v in page.get("Versions", [])]
-        out += [(d["Key"], d["VersionId"], True, d["IsLatest"]) for d in page.get("DeleteMarkers", [])]
-    return out
-
-
-def empty_bucket(s3, bucket, locked):
-    """Delete every unfinished upload, version and delete marker; returns what could not be deleted."""
-    for upload in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
+    def empty(self, bucket):
+        """The lifecycle configuration goes first, then what the harness empties."""
         try:
-            s3.abort_multipart_upload(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+            self.s3.delete_bucket_lifecycle(Bucket=bucket)
         except ClientError:
             pass
-    left = []
-    if locked:
-        for key, vid, marker, _latest in all_versions(s3, bucket):
-            if not marker:
-                try:
-                    s3.put_object_legal_hold(Bucket=bucket, Key=key, VersionId=vid, LegalHold={"Status": "OFF"})
-                except ClientError:
-                    pass
-            try:
-                s3.delete_object(Bucket=bucket, Key=key, VersionId=vid, BypassGovernanceRetention=True)
-            except ClientError as exc:
-                left.append((key, vid, error_of(exc)[0]))
-        return left
-    for _ in range(5):
-        objects = [{"Key": k, "VersionId": v} for k, v, _m, _l in all_versions(s3, bucket)]
-        if not objects:
-            break
-        for i in range(0, len(objects), 1000):
-            s3.delete_objects(Bucket=bucket, Delete={"Objects": objects[i : i + 1000], "Quiet": True})
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-        if keys:
-            s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
-    return left
+        return super().empty(bucket)
 
 
 def by_id(rules):
@@ -359,12 +186,7 @@ def expected_expiry(created, days):
 # ---------------------------------------------------------------------------
 # Cases, in the order they run.
 
-CASES = []
-
-
-def case(fn):
-    CASES.append(fn)
-    return fn
+CASES, case = case_registry()
 
 
 # --- Configuration --------------------------------------------------------------
@@ -781,75 +603,20 @@ def locked_versions_never_expire(t):
 
 
 def main():
-    global ARGS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--endpoint", required=True)
-    parser.add_argument("--access-key", required=True)
-    parser.add_argument("--secret", required=True)
-    parser.add_argument("--prefix", help="bucket name prefix (random by default)")
+    parser = arguments()
     parser.add_argument(
         "--day-seconds",
         type=float,
         default=0,
         help="the server runs a lifecycle day as this many seconds; 0 (default) skips the cases that wait for rules to act",
     )
-    parser.add_argument("--only", action="append", help="run only these cases")
-    parser.add_argument("--skip", action="append", default=[], help="run every case but these")
-    parser.add_argument("--keep-going", action="store_true", help="run every case, list the failures at the end")
-    ARGS = parser.parse_args()
-    if ARGS.day_seconds < 0:
-        parser.error("--day-seconds must be 0 or more")
-    for var in ("AWS_CA_BUNDLE", "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
-        os.environ.pop(var, None)
-    unknown = [n for n in (ARGS.only or []) + ARGS.skip if n not in {fn.__name__ for fn in CASES}]
-    if unknown:
-        parser.error(f"no such case: {' '.join(unknown)}")
-    t = Suite(ARGS)
-    failures = []
-    skipped = []
-    started = time.monotonic()
-    try:
-        for fn in CASES:
-            if (ARGS.only and fn.__name__ not in ARGS.only) or fn.__name__ in ARGS.skip:
-                continue
-            case_start = time.monotonic()
-            try:
-                fn(t)
-            except Skipped as exc:
-                print(f"skip {fn.__name__} ({exc})", flush=True)
-                skipped.append(fn.__name__)
-                continue
-            except Failure as exc:
-                print(f"FAIL {fn.__name__}: {exc}", flush=True)
-                failures.append(fn.__name__)
-            except ClientError as exc:
-                code, status, message = error_of(exc)
-                print(
-                    f"FAIL {fn.__name__}: unexpected {code} ({status}) from {exc.operation_name}: {message}\n"
-                    f"{traceback.format_exc()}",
-                    flush=True,
-                )
-                failures.append(fn.__name__)
-            except Exception:  # noqa: BLE001 - every other failure is a failure too
-                print(f"FAIL {fn.__name__}:\n{traceback.format_exc()}", flush=True)
-                failures.append(fn.__name__)
-            else:
-                print(f"ok {fn.__name__} ({time.monotonic() - case_start:.1f}s)", flush=True)
-                continue
-            if not ARGS.keep_going:
-                break
-    finally:
-        t.cleanup()
-    note = f" ({len(skipped)} skipped: {' '.join(skipped)})" if skipped else ""
-    print(
-        f"{len(failures)} failed: {' '.join(failures)}{note}"
-        if failures
-        else f"all passed in {time.monotonic() - started:.1f}s{note}"
-    )
-    sys.exit(1 if failures else 0)
 
+    def check_args(parser, args):
+        if args.day_seconds < 0:
+            parser.error("--day-seconds must be 0 or more")
 
-ARGS = None
+    run_suite(Suite, CASES, parser, check_args)
+
 
 if __name__ == "__main__":
     main()

@@ -15,32 +15,11 @@ use super::*;
 /// How long a lifecycle day lasts on the gateways of these tests.
 const TEST_DAY: Duration = Duration::from_secs(2);
 
-/// `suite` (a script of `tests/s3/`) against `server` as the key's owner.
-async fn suite(server: &S3TestServer, key: &(String, String), suite: &str, extra: &[&str]) {
-    let mut command = clean(&python());
-    command
-        .arg(script(suite))
-        .args(["--endpoint", &server.endpoint()])
-        .args(["--access-key", &key.0])
-        .arg(format!("--secret={}", key.1))
-        .args(extra);
-    let output = run(command, Duration::from_secs(600)).await;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    println!("{stdout}");
-    assert!(
-        output.status.success(),
-        "{suite} failed ({}):\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(stdout.contains("all passed"), "{stdout}");
-}
-
 /// Both suites, then what `/metrics` says the lifecycle did.
 async fn both_suites(server: &S3TestServer, key: &(String, String)) {
-    suite(server, key, "object_lock_suite.py", &[]).await;
+    python_suite(server, key, "object_lock_suite.py", &[]).await;
     let day = TEST_DAY.as_secs().to_string();
-    suite(server, key, "lifecycle_suite.py", &["--day-seconds", &day]).await;
+    python_suite(server, key, "lifecycle_suite.py", &["--day-seconds", &day]).await;
     let metrics = server
         .server
         .client

@@ -12,22 +12,7 @@ use super::*;
 
 /// The versioning suite against `server` as the key's owner.
 async fn versions_suite(server: &S3TestServer, key: &(String, String)) {
-    let mut command = clean(&python());
-    command
-        .arg(script("versions_suite.py"))
-        .args(["--endpoint", &server.endpoint()])
-        .args(["--access-key", &key.0])
-        .arg(format!("--secret={}", key.1));
-    let output = run(command, Duration::from_secs(600)).await;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    println!("{stdout}");
-    assert!(
-        output.status.success(),
-        "the versioning suite failed ({}):\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(stdout.contains("all passed"), "{stdout}");
+    python_suite(server, key, "versions_suite.py", &[]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

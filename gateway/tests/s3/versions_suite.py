@@ -31,55 +31,19 @@ Sources cited below:
   [ceph]         ceph/s3-tests s3tests/functional/test_s3.py test_versioning_*.
 """
 
-import argparse
 import base64
 import hashlib
 import os
-import random
-import string
-import sys
-import time
-import traceback
 import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
 
-import boto3
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.config import Config
-from botocore.credentials import Credentials
-from botocore.exceptions import ClientError
+from suite_harness import BaseSuite, case_registry, main as run_suite
+from suite_harness import check, eq, error_of, etag_of, expect_error, fail, headers_of, lacks_header, status_of
 
 MIB = 1 << 20
 S3_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
-
-
-class Failure(Exception):
-    pass
-
-
-def fail(message):
-    raise Failure(message)
-
-
-def check(condition, message):
-    if not condition:
-        fail(message)
-
-
-def eq(got, expected, what):
-    if got != expected:
-        fail(f"{what}: expected {expected!r}, got {got!r}")
-
-
-def md5_hex(data):
-    return hashlib.md5(data).hexdigest()
-
-
-def etag_of(data):
-    return f'"{md5_hex(data)}"'
 
 
 def multipart_etag(parts):
@@ -87,65 +51,10 @@ def multipart_etag(parts):
     return f'"{hashlib.md5(digests).hexdigest()}-{len(parts)}"'
 
 
-def error_of(exc):
-    err = exc.response.get("Error", {})
-    meta = exc.response.get("ResponseMetadata", {})
-    return err.get("Code"), meta.get("HTTPStatusCode"), err.get("Message")
-
-
-def headers_of(response):
-    """The answer's headers (names lower case), from a boto3 result or a ClientError."""
-    if isinstance(response, ClientError):
-        response = response.response
-    return response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-
-
-def status_of(response):
-    return response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-
-
-def expect_error(codes, fn, *args, status=None, **kwargs):
-    """Call fn; it must fail with one of `codes` (and `status` if given). Returns the ClientError."""
-    if isinstance(codes, str):
-        codes = (codes,)
-    try:
-        result = fn(*args, **kwargs)
-    except ClientError as exc:
-        code, got_status, message = error_of(exc)
-        if code not in codes or (status is not None and got_status != status):
-            fail(
-                f"{fn.__name__}({_show(args, kwargs)}): expected {'/'.join(codes)}"
-                f"{'' if status is None else f' ({status})'}, got {code} ({got_status}): {message}"
-            )
-        return exc
-    meta = result.get("ResponseMetadata", {}) if isinstance(result, dict) else {}
-    fail(
-        f"{fn.__name__}({_show(args, kwargs)}): expected {'/'.join(codes)}, "
-        f"but it succeeded with {meta.get('HTTPStatusCode')}"
-    )
-
-
-def _show(args, kwargs):
-    def short(v):
-        if isinstance(v, (bytes, bytearray)) and len(v) > 40:
-            return f"<{len(v)} bytes>"
-        text = repr(v)
-        return text if len(text) <= 300 else text[:300] + "…"
-
-    parts = [short(a) for a in args] + [f"{k}={short(v)}" for k, v in kwargs.items()]
-    return ", ".join(parts)
-
-
 def has_header(response, name, value, what):
     got = headers_of(response).get(name)
     if got != value:
         fail(f"{what}: header {name}: expected {value!r}, got {got!r} (headers {dict(headers_of(response))})")
-
-
-def lacks_header(response, name, what):
-    got = headers_of(response).get(name)
-    if got is not None:
-        fail(f"{what}: header {name} must be absent, got {got!r}")
 
 
 def real_version_id(vid, what):
@@ -159,61 +68,16 @@ def real_version_id(vid, what):
 # Clients.
 
 
-class Suite:
-    def __init__(self, args):
-        self.endpoint = args.endpoint.rstrip("/")
-        self.access_key = args.access_key
-        self.secret = args.secret
-        self.region = "us-east-1"
-        self.prefix = args.prefix or "vs" + "".join(
-            random.choice(string.ascii_lowercase + string.digits) for _ in range(8)
-        )
-        self.s3 = self.client()
-        self.buckets = []
-
-    def client(self):
-        cfg = Config(
-            signature_version="s3v4",
-            s3={"addressing_style": "path"},
-            retries={"max_attempts": 1, "mode": "standard"},
-            connect_timeout=10,
-            read_timeout=60,
-        )
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            region_name=self.region,
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret,
-            config=cfg,
-        )
-
-    def bucket(self, what, versioning=None):
-        name = f"{self.prefix}-{what}"
-        if name in self.buckets:
-            name = f"{name}-{len(self.buckets)}"
-        self.s3.create_bucket(Bucket=name)
-        self.buckets.append(name)
-        if versioning:
-            self.versioning(name, versioning)
-        return name
+class Suite(BaseSuite):
+    PREFIX = "vs"
 
     def versioning(self, bucket, status):
-        answer = self.s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": status})
-        eq(status_of(answer), 200, f"PutBucketVersioning {status}")
+        super().versioning(bucket, status)
         eq(self.s3.get_bucket_versioning(Bucket=bucket).get("Status"), status, f"GetBucketVersioning after {status}")
-
-    def url(self, bucket, key="", query=""):
-        url = f"{self.endpoint}/{bucket}"
-        if key:
-            url += "/" + urllib.parse.quote(key, safe="/~")
-        return url + (f"?{query}" if query else "")
 
     def signed(self, method, url, headers=None, body=b""):
         """Send a request signed with SigV4 by hand (urllib); returns (status, headers, body)."""
-        request = AWSRequest(method=method, url=url, headers=dict(headers or {}), data=body)
-        S3SigV4Auth(Credentials(self.access_key, self.secret), "s3", self.region).add_auth(request)
-        return fetch(method, url, dict(request.headers.items()), body)
+        return fetch(method, url, self.signed_headers(method, url, headers, body), body)
 
     def raw_versions(self, bucket, **params):
         """GET /bucket?versions&... signed by hand: (status, parsed root or None, body).
@@ -230,37 +94,6 @@ class Suite:
         except ET.ParseError:
             root = None
         return status, root, body
-
-    def cleanup(self):
-        for bucket in self.buckets:
-            try:
-                empty_bucket(self.s3, bucket)
-                self.s3.delete_bucket(Bucket=bucket)
-            except ClientError as exc:
-                if error_of(exc)[0] != "NoSuchBucket":  # a case may have deleted it
-                    print(f"cleanup of {bucket}: {exc}", file=sys.stderr)
-            except Exception as exc:  # noqa: BLE001 - cleanup is best effort
-                print(f"cleanup of {bucket}: {exc}", file=sys.stderr)
-
-
-def empty_bucket(s3, bucket):
-    """Delete every version and delete marker (and unfinished upload) of a bucket."""
-    for upload in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
-        s3.abort_multipart_upload(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
-    for _ in range(5):
-        objects = []
-        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
-            for entry in page.get("Versions", []) + page.get("DeleteMarkers", []):
-                objects.append({"Key": entry["Key"], "VersionId": entry["VersionId"]})
-        if not objects:
-            break
-        for i in range(0, len(objects), 1000):
-            s3.delete_objects(Bucket=bucket, Delete={"Objects": objects[i : i + 1000], "Quiet": True})
-    # Servers whose ListObjectVersions misses something: plain deletes too.
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-        if keys:
-            s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
 
 
 def fetch(method, url, headers=None, body=None):
@@ -335,12 +168,7 @@ def get_body(t, bucket, key, **kwargs):
 # ---------------------------------------------------------------------------
 # Cases, in the order they run.
 
-CASES = []
-
-
-def case(fn):
-    CASES.append(fn)
-    return fn
+CASES, case = case_registry()
 
 
 @case
@@ -1222,57 +1050,8 @@ def versions_many_and_remove_in_every_order(t):
 
 
 def main():
-    global ARGS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--endpoint", required=True)
-    parser.add_argument("--access-key", required=True)
-    parser.add_argument("--secret", required=True)
-    parser.add_argument("--prefix", help="bucket name prefix (random by default)")
-    parser.add_argument("--only", action="append", help="run only these cases")
-    parser.add_argument("--skip", action="append", default=[], help="run every case but these")
-    parser.add_argument("--keep-going", action="store_true", help="run every case, list the failures at the end")
-    ARGS = parser.parse_args()
-    for var in ("AWS_CA_BUNDLE", "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
-        os.environ.pop(var, None)
-    unknown = [n for n in (ARGS.only or []) + ARGS.skip if n not in {fn.__name__ for fn in CASES}]
-    if unknown:
-        parser.error(f"no such case: {' '.join(unknown)}")
-    t = Suite(ARGS)
-    failures = []
-    started = time.monotonic()
-    try:
-        for fn in CASES:
-            if (ARGS.only and fn.__name__ not in ARGS.only) or fn.__name__ in ARGS.skip:
-                continue
-            case_start = time.monotonic()
-            try:
-                fn(t)
-            except Failure as exc:
-                print(f"FAIL {fn.__name__}: {exc}", flush=True)
-                failures.append(fn.__name__)
-            except ClientError as exc:
-                code, status, message = error_of(exc)
-                print(
-                    f"FAIL {fn.__name__}: unexpected {code} ({status}) from {exc.operation_name}: {message}\n"
-                    f"{traceback.format_exc()}",
-                    flush=True,
-                )
-                failures.append(fn.__name__)
-            except Exception:  # noqa: BLE001 - every other failure is a failure too
-                print(f"FAIL {fn.__name__}:\n{traceback.format_exc()}", flush=True)
-                failures.append(fn.__name__)
-            else:
-                print(f"ok {fn.__name__} ({time.monotonic() - case_start:.1f}s)", flush=True)
-                continue
-            if not ARGS.keep_going:
-                break
-    finally:
-        t.cleanup()
-    print(f"{len(failures)} failed: {' '.join(failures)}" if failures else f"all passed in {time.monotonic() - started:.1f}s")
-    sys.exit(1 if failures else 0)
+    run_suite(Suite, CASES)
 
-
-ARGS = None
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rules::after_days;
 pub use rules::{
     AndFilter, Candidate, DAY_MS, Expiration, Lifecycle, LifecycleRule, NoncurrentExpiration,
-    RuleFilter,
+    RuleFilter, tags_in,
 };
 
 use crate::Volume;
@@ -222,7 +222,12 @@ impl Pass<'_> {
                     break;
                 }
                 let key = &upload.path[self.bucket.len() + 1..];
-                let covered = self.rule.covers(Candidate { key, size: 0 });
+                // S3 refuses tag filters on this action: there are none.
+                let covered = self.rule.covers(Candidate {
+                    key,
+                    size: 0,
+                    tags: &[],
+                });
                 if covered
                     && after_days(upload.created_ms, days, self.day) <= self.now
                     && self
@@ -263,9 +268,11 @@ impl Pass<'_> {
                 if report.actions() >= PASS_BUDGET {
                     return Ok(());
                 }
+                let tags = tags_in(meta.s3_info.as_deref());
                 let object = Candidate {
                     key: self.key(&meta.path),
                     size: meta.size,
+                    tags: &tags,
                 };
                 let lifecycle = Lifecycle {
                     rules: vec![self.rule.clone()],
@@ -362,6 +369,7 @@ impl Pass<'_> {
             let object = Candidate {
                 key: self.key(&marker.meta.path),
                 size: 0,
+                tags: &[],
             };
             if self.rule.covers(object)
                 && self.remove(&path, &marker.meta.version_id, report).await?
@@ -383,9 +391,11 @@ impl Pass<'_> {
             if index < keep {
                 continue;
             }
+            let tags = tags_in(version.meta.s3_info.as_deref());
             let object = Candidate {
                 key: self.key(&version.meta.path),
                 size: version.meta.size,
+                tags: &tags,
             };
             if self.rule.covers(object)
                 && after_days(version.archived_ms, days, self.day) <= self.now

@@ -87,6 +87,22 @@ pub struct Candidate<'a> {
     /// Its key in the bucket.
     pub key: &'a str,
     pub size: u64,
+    /// Its tags (S3's, see [`tags_in`]).
+    pub tags: &'a [(String, String)],
+}
+
+/// The tags in what the S3 API keeps of a version (`FileMeta::s3_info`,
+/// its JSON's `tags`: `[[key, value], …]`), which rules filter on.
+pub fn tags_in(s3_info: Option<&str>) -> Vec<(String, String)> {
+    #[derive(Deserialize)]
+    struct Tagged {
+        #[serde(default)]
+        tags: Vec<(String, String)>,
+    }
+    s3_info
+        .and_then(|json| serde_json::from_str::<Tagged>(json).ok())
+        .map(|tagged| tagged.tags)
+        .unwrap_or_default()
 }
 
 impl LifecycleRule {
@@ -104,8 +120,8 @@ impl LifecycleRule {
             .unwrap_or("")
     }
 
-    /// Whether the rule covers `object` (objects carry no tags here yet,
-    /// so a rule that names tags covers none).
+    /// Whether the rule covers `object`: its prefix, its size bounds and
+    /// every tag it names (key and value) held by the object.
     pub fn covers(&self, object: Candidate<'_>) -> bool {
         if !self.enabled || !object.key.starts_with(self.key_prefix()) {
             return false;
@@ -114,19 +130,21 @@ impl LifecycleRule {
             return true;
         };
         let size = i64::try_from(object.size).unwrap_or(i64::MAX);
-        let (greater, less, tagged) = match &filter.and {
+        let (greater, less, tags) = match &filter.and {
             Some(and) => (
                 and.size_greater_than,
                 and.size_less_than,
-                !and.tags.is_empty(),
+                and.tags.as_slice(),
             ),
             None => (
                 filter.size_greater_than,
                 filter.size_less_than,
-                filter.tag.is_some(),
+                filter.tag.as_slice(),
             ),
         };
-        !tagged && greater.is_none_or(|than| size > than) && less.is_none_or(|than| size < than)
+        tags.iter().all(|tag| object.tags.contains(tag))
+            && greater.is_none_or(|than| size > than)
+            && less.is_none_or(|than| size < than)
     }
 }
 
@@ -206,18 +224,20 @@ mod tests {
         let object = Candidate {
             key: "logs/tmp/a",
             size: 3,
+            tags: &[],
         };
         let (at, id) = lifecycle.expiry(object, 0, 1000).unwrap();
         assert_eq!((at, id), (1000, "r-logs/tmp/"));
         let elsewhere = Candidate {
             key: "photos/a",
             size: 3,
+            tags: &[],
         };
         assert!(lifecycle.expiry(elsewhere, 0, 1000).is_none());
     }
 
     #[test]
-    fn size_filters_bound_and_tag_filters_cover_nothing_untagged() {
+    fn size_filters_bound_and_tag_filters_need_every_tag_named() {
         let mut sized = rule("", 1);
         sized.filter = Some(RuleFilter {
             and: Some(AndFilter {
@@ -227,17 +247,32 @@ mod tests {
             }),
             ..RuleFilter::default()
         });
-        assert!(sized.covers(Candidate { key: "a", size: 50 }));
-        assert!(!sized.covers(Candidate { key: "a", size: 10 }));
-        assert!(!sized.covers(Candidate {
+        let sized_at = |size| Candidate {
             key: "a",
-            size: 100
-        }));
+            size,
+            tags: &[],
+        };
+        assert!(sized.covers(sized_at(50)));
+        assert!(!sized.covers(sized_at(10)));
+        assert!(!sized.covers(sized_at(100)));
         let mut tagged = rule("", 1);
         tagged.filter = Some(RuleFilter {
             tag: Some(("k".into(), "v".into())),
             ..RuleFilter::default()
         });
-        assert!(!tagged.covers(Candidate { key: "a", size: 1 }));
+        let held = [("k".to_owned(), "v".to_owned()), ("o".to_owned(), "p".to_owned())];
+        let other = [("k".to_owned(), "w".to_owned())];
+        let with = |tags| Candidate {
+            key: "a",
+            size: 1,
+            tags,
+        };
+        assert!(tagged.covers(with(&held)));
+        assert!(!tagged.covers(with(&other)));
+        assert!(!tagged.covers(with(&[])));
+        assert_eq!(
+            tags_in(Some(r#"{"etag":"x","tags":[["k","v"]]}"#)),
+            vec![("k".to_owned(), "v".to_owned())]
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! Browser form uploads (S3's POST Object): a `multipart/form-data` POST
 //! to a bucket with a policy signed by SigV4 (`x-amz-algorithm`,
-//! `-credential`, `-date`, `-signature`), whose conditions every field
+//! `-credential`, `-date`, `-signature`) or SigV2 (`AWSAccessKeyId`,
+//! `signature`), whose conditions every field
 //! must meet (`eq`, `starts-with`, `content-length-range`; every field
 //! named by one). The form is parsed as it streams (`multer`), its fields
 //! bounded; the file part streams through an instance like any upload,

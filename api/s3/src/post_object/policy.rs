@@ -1,11 +1,13 @@
 //! A form upload's policy: its signature (SigV4 over the base64 policy,
-//! with the key's secret), who it acts for, and its conditions against
+//! or SigV2's HMAC-SHA1 of it, with the key's secret), who it acts for,
+//! and its conditions against
 //! the form's fields, as S3 checks them.
 
 use std::collections::BTreeMap;
 
 use axum::http::StatusCode;
 use axum::response::Response;
+use base64::Engine as _;
 use hmac::{Hmac, Mac as _};
 use s3s::auth::S3Auth as _;
 use s3s::post_policy::{PostPolicy, PostPolicyCondition};
@@ -30,14 +32,6 @@ pub(super) async fn authorize(
     state: &FormState,
     fields: &BTreeMap<String, String>,
 ) -> Result<(Caller, PostPolicy), Response> {
-    if fields.contains_key("awsaccesskeyid") {
-        return Err(error(
-            StatusCode::NOT_IMPLEMENTED,
-            "NotImplemented",
-            "Form uploads signed with Signature Version 2 are not supported: sign the policy with \
-             SigV4 (x-amz-algorithm AWS4-HMAC-SHA256).",
-        ));
-    }
     let policy_b64 = fields.get("policy").ok_or_else(|| {
         error(
             StatusCode::FORBIDDEN,
@@ -45,6 +39,27 @@ pub(super) async fn authorize(
             "Access Denied: a form upload needs a signed policy",
         )
     })?;
+    if let Some(access_key) = fields.get("awsaccesskeyid") {
+        // Signature Version 2 (what boto3's generate_presigned_post signs
+        // unless told s3v4): base64 of HMAC-SHA1 over the policy.
+        let signature = fields
+            .get("signature")
+            .ok_or_else(|| missing("Signature"))?;
+        let secret = state
+            .keys
+            .get_secret_key(access_key)
+            .await
+            .map_err(|e| s3_error_response(&e))?;
+        let mut mac = Hmac::<sha1::Sha1>::new_from_slice(secret.expose().as_bytes())
+            .unwrap_or_else(|_| unreachable!("any key length"));
+        mac.update(policy_b64.as_bytes());
+        let expected =
+            base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+        if !same(&expected, signature) {
+            return Err(signature_mismatch());
+        }
+        return finish(state, access_key, policy_b64).await;
+    }
     for field in [
         "x-amz-algorithm",
         "x-amz-credential",
@@ -87,21 +102,37 @@ pub(super) async fn authorize(
         |key, part| hmac(&key, part.as_bytes()),
     );
     let expected = hex::encode(hmac(&signing_key, policy_b64.as_bytes()));
-    let given = fields["x-amz-signature"].to_ascii_lowercase();
-    let same = expected.len() == given.len()
+    if !same(&expected, &fields["x-amz-signature"].to_ascii_lowercase()) {
+        return Err(signature_mismatch());
+    }
+    finish(state, access_key, policy_b64).await
+}
+
+/// Whether two signatures are the same, compared in constant time.
+fn same(expected: &str, given: &str) -> bool {
+    expected.len() == given.len()
         && expected
             .bytes()
             .zip(given.bytes())
             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-    if !same {
-        return Err(error(
-            StatusCode::FORBIDDEN,
-            "SignatureDoesNotMatch",
-            "The request signature we calculated does not match the signature you provided. \
-             Check your key and signing method.",
-        ));
-    }
+            == 0
+}
+
+fn signature_mismatch() -> Response {
+    error(
+        StatusCode::FORBIDDEN,
+        "SignatureDoesNotMatch",
+        "The request signature we calculated does not match the signature you provided. Check \
+         your key and signing method.",
+    )
+}
+
+/// Who a form signed with `access_key` acts for, and its policy decoded.
+async fn finish(
+    state: &FormState,
+    access_key: &str,
+    policy_b64: &str,
+) -> Result<(Caller, PostPolicy), Response> {
     let caller = state
         .keys
         .caller_of_key(access_key)
@@ -211,7 +242,7 @@ pub(super) fn check_policy(
     for name in fields.keys() {
         let exempt = matches!(
             name.as_str(),
-            "policy" | "x-amz-signature" | "file" | "bucket"
+            "policy" | "x-amz-signature" | "awsaccesskeyid" | "signature" | "file" | "bucket"
         ) || name.starts_with("x-ignore-");
         if !exempt && !covered.contains(name) {
             return Err(denied(&format!("Extra input fields: {name}")));
