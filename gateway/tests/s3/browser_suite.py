@@ -882,6 +882,30 @@ def post_object_upload(t):
 
 
 @case
+def post_object_signature_v2(t):
+    """A form signed with Signature Version 2 (what boto3's generate_presigned_post signs
+    when the client is not configured for s3v4, and what older SDKs send): `AWSAccessKeyId`,
+    `policy`, `signature` = base64(HMAC-SHA1(secret, policy)) [POST V2:
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/HTTPPOSTForms.html]. Stored, and a
+    tampered signature is 403 SignatureDoesNotMatch."""
+    name = t.bucket("postv2")
+    policy = base64.b64encode(json.dumps({
+        "expiration": (datetime.datetime.now(UTC) + datetime.timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "conditions": [{"bucket": name}, ["starts-with", "$key", "v2/"], ["content-length-range", 1, 1024]],
+    }).encode()).decode()
+    signature = base64.b64encode(hmac.new(t.secret.encode(), policy.encode(), hashlib.sha1).digest()).decode()
+    fields = {"key": "v2/${filename}", "AWSAccessKeyId": t.access_key, "policy": policy, "signature": signature}
+    data = b"signed the old way\n"
+    answer = post_form(t.url(name), fields, data, filename="old.txt")
+    if answer.status != 204:
+        fail(f"POST Object signed with SigV2: expected 204, got {answer.show()}")
+    eq(t.s3.get_object(Bucket=name, Key="v2/old.txt")["Body"].read(), data, "the object a SigV2 form stored")
+    forged = dict(fields, signature=base64.b64encode(b"x" * 20).decode())
+    answer = post_form(t.url(name), forged, data, filename="forged.txt")
+    expect_raw_error(answer, 403, "SignatureDoesNotMatch", "a SigV2 form with a wrong signature")
+
+
+@case
 def post_object_success_action_status(t):
     """success_action_status 201: an XML PostResponse; 200: empty 200; anything else: 204
     [POST; LS test_s3_presigned_post_success_action_status_201_response; ceph
