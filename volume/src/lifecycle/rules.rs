@@ -260,7 +260,10 @@ mod tests {
             tag: Some(("k".into(), "v".into())),
             ..RuleFilter::default()
         });
-        let held = [("k".to_owned(), "v".to_owned()), ("o".to_owned(), "p".to_owned())];
+        let held = [
+            ("k".to_owned(), "v".to_owned()),
+            ("o".to_owned(), "p".to_owned()),
+        ];
         let other = [("k".to_owned(), "w".to_owned())];
         let with = |tags| Candidate {
             key: "a",
