@@ -393,9 +393,14 @@ pub(crate) async fn cors(State(state): State<CorsState>, request: Request, next:
         .get(header::ORIGIN)
         .and_then(|value| value.to_str().ok())
         .map(str::to_owned);
+    let preflight_asked = request.method() == Method::OPTIONS;
+    // A request without `Origin` is not a browser's cross-origin one.
+    if origin.is_none() && !preflight_asked {
+        return next.run(request).await;
+    }
     let bucket = bucket_of(&request, state.domain.as_deref());
     let key = access_key_of(&request);
-    if request.method() == Method::OPTIONS {
+    if preflight_asked {
         let object = names_an_object(&request, state.domain.as_deref());
         let (parts, _) = request.into_parts();
         return preflight(&state, &parts.headers, key, origin, (bucket, object)).await;
