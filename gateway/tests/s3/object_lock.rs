@@ -20,23 +20,9 @@ async fn both_suites(server: &S3TestServer, key: &(String, String)) {
     python_suite(server, key, "object_lock_suite.py", &[]).await;
     let day = TEST_DAY.as_secs().to_string();
     python_suite(server, key, "lifecycle_suite.py", &["--day-seconds", &day]).await;
-    let metrics = server
-        .server
-        .client
-        .get(server.server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
     for action in ["expired", "noncurrent_removed", "uploads_aborted", "held"] {
-        let line = format!("wasm_storage_lifecycle_actions_total{{action=\"{action}\"}} ");
-        let count = metrics
-            .lines()
-            .find_map(|found| found.strip_prefix(&line))
-            .unwrap_or_else(|| panic!("no {line}:\n{metrics}"));
-        assert!(count.trim().parse::<u64>().unwrap() >= 1, "{line}{count}");
+        let sample = format!("wasm_storage_lifecycle_actions_total{{action=\"{action}\"}}");
+        assert!(metric(server, &sample).await >= 1, "{sample}");
     }
 }
 

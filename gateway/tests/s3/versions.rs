@@ -431,21 +431,7 @@ async fn a_delete_gains_no_room_and_an_upload_takes_the_oldest_trash() {
         }
         // And no room left to take: refused, nothing current lost.
         assert_eq!(put("e", 5).await.unwrap().status(), 507);
-        let metrics = server
-            .server
-            .client
-            .get(server.server.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let evicted = metrics
-            .lines()
-            .find_map(|line| line.strip_prefix("wasm_storage_versions_evicted_total "))
-            .unwrap_or_else(|| panic!("no eviction metric:\n{metrics}"));
-        assert!(evicted.trim().parse::<u64>().unwrap() >= 1);
+        assert!(metric(&server, "wasm_storage_versions_evicted_total").await >= 1);
     })
     .await;
 }
