@@ -346,6 +346,22 @@ struct Local {
 }
 
 impl Local {
+    /// A gateway on a fresh data directory and a free loopback port (not
+    /// started; `versions`: whether it keeps them), and a client for it.
+    fn fresh(versions: bool) -> (Self, reqwest::Client) {
+        let gateway = Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], testsupport::free_port())),
+            dir: tempfile::tempdir().unwrap(),
+            child: None,
+            versions,
+        };
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        (gateway, client)
+    }
+
     fn data(&self) -> std::path::PathBuf {
         self.dir.path().join("data")
     }
@@ -492,16 +508,7 @@ async fn storm(
 async fn a_gateway_killed_mid_delete_finishes_every_removal_at_restart() {
     // No versions kept: a delete is a blob's removal, which the kills cut
     // off.
-    let mut gateway = Local {
-        addr: SocketAddr::from(([127, 0, 0, 1], testsupport::free_port())),
-        dir: tempfile::tempdir().unwrap(),
-        child: None,
-        versions: false,
-    };
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
+    let (mut gateway, client) = Local::fresh(false);
     gateway.start();
     gateway.wait_ready(&client).await;
 
@@ -622,41 +629,10 @@ async fn version_storm(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kills_during_overwrites_and_deletes_lose_no_acknowledged_version() {
-    let mut gateway = Local {
-        addr: SocketAddr::from(([127, 0, 0, 1], testsupport::free_port())),
-        dir: tempfile::tempdir().unwrap(),
-        child: None,
-        versions: true,
-    };
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
+    let (mut gateway, client) = Local::fresh(true);
     gateway.start();
     gateway.wait_ready(&client).await;
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let clients: Vec<_> = (0..STORM_CLIENTS)
-        .map(|id| {
-            tokio::spawn(version_storm(
-                client.clone(),
-                gateway.addr,
-                id,
-                stop.clone(),
-            ))
-        })
-        .collect();
-    for _ in 0..4 {
-        tokio::time::sleep(STORM_FOR).await;
-        gateway.kill();
-        gateway.start();
-        gateway.wait_ready(&client).await;
-    }
-    tokio::time::sleep(STORM_FOR).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut acknowledged = Vec::new();
-    for worker in clients {
-        acknowledged.extend(worker.await.unwrap());
-    }
+    let acknowledged = storm_through_kills(&mut gateway, &client, version_storm).await;
     assert!(
         acknowledged.len() > 20,
         "too few writes: {}",
@@ -666,6 +642,37 @@ async fn kills_during_overwrites_and_deletes_lose_no_acknowledged_version() {
     // A restart collects with no grace: what a kill left is finished or
     // undone.
     restart_and_check_every_blob(&mut gateway, &client).await;
+}
+
+/// Run `STORM_CLIENTS` of `storm` against `gateway`, killing it with
+/// SIGKILL and restarting it four times meanwhile; every version the
+/// clients were acknowledged (path, id, SHA-256).
+async fn storm_through_kills<F, S>(
+    gateway: &mut Local,
+    client: &reqwest::Client,
+    storm: F,
+) -> Vec<(String, String, String)>
+where
+    F: Fn(reqwest::Client, SocketAddr, usize, Arc<std::sync::atomic::AtomicBool>) -> S,
+    S: std::future::Future<Output = Vec<(String, String, String)>> + Send + 'static,
+{
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..STORM_CLIENTS)
+        .map(|id| tokio::spawn(storm(client.clone(), gateway.addr, id, stop.clone())))
+        .collect();
+    for _ in 0..4 {
+        tokio::time::sleep(STORM_FOR).await;
+        gateway.kill();
+        gateway.start();
+        gateway.wait_ready(client).await;
+    }
+    tokio::time::sleep(STORM_FOR).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acknowledged = Vec::new();
+    for worker in clients {
+        acknowledged.extend(worker.await.unwrap());
+    }
+    acknowledged
 }
 
 /// Every acknowledged version (path, id, SHA-256) reads back by its id,
@@ -808,16 +815,7 @@ async fn locked_storm(
 /// back by its id, and after a restart no blob is orphaned or missing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kills_during_deletes_of_locked_versions_lose_none_of_them() {
-    let mut gateway = Local {
-        addr: SocketAddr::from(([127, 0, 0, 1], testsupport::free_port())),
-        dir: tempfile::tempdir().unwrap(),
-        child: None,
-        versions: true,
-    };
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
+    let (mut gateway, client) = Local::fresh(true);
     // The index made, then `vault/` locked as S3's CreateBucket with
     // object lock and a default retention of a day leave it.
     gateway.start();
@@ -829,22 +827,7 @@ async fn kills_during_deletes_of_locked_versions_lose_none_of_them() {
     );
     gateway.start();
     gateway.wait_ready(&client).await;
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let clients: Vec<_> = (0..STORM_CLIENTS)
-        .map(|id| tokio::spawn(locked_storm(client.clone(), gateway.addr, id, stop.clone())))
-        .collect();
-    for _ in 0..4 {
-        tokio::time::sleep(STORM_FOR).await;
-        gateway.kill();
-        gateway.start();
-        gateway.wait_ready(&client).await;
-    }
-    tokio::time::sleep(STORM_FOR).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut acknowledged = Vec::new();
-    for worker in clients {
-        acknowledged.extend(worker.await.unwrap());
-    }
+    let acknowledged = storm_through_kills(&mut gateway, &client, locked_storm).await;
     assert!(
         acknowledged.len() > 10,
         "too few writes: {}",

@@ -1842,15 +1842,19 @@ async fn trash_paths(server: &TestServer, token: &str) -> Vec<String> {
 
 /// Delete the file row `name` through its Delete button, and wait for the
 /// row to go.
-async fn delete_in_page(browser: &Client, name: &str) {
+async fn delete_in_page(browser: &Client, path: &str) {
+    let name = path.rsplit('/').next().unwrap_or(path);
     click(
         browser,
-        &format!("tr[data-path=\"{name}\"] button[aria-label='Delete {name}']"),
+        &format!("tr[data-path=\"{path}\"] button[aria-label='Delete {name}']"),
     )
     .await;
     browser.accept_alert().await.unwrap();
-    eventually(&format!("{name} to leave the listing"), || async {
-        !listed_paths(browser).await.iter().any(|path| path == name)
+    eventually(&format!("{path} to leave the listing"), || async {
+        !listed_paths(browser)
+            .await
+            .iter()
+            .any(|listed| listed == path)
     })
     .await;
 }
@@ -2087,16 +2091,7 @@ async fn a_locked_file_shows_its_padlock_and_cannot_be_deleted_forever_in_chromi
     assert!(padlock.contains("retained (governance) until"), "{padlock}");
     click(&browser, "#history-dialog .dialog-head button").await;
 
-    click(
-        &browser,
-        "tr[data-path=\"vault/ledger.bin\"] button[aria-label='Delete ledger.bin']",
-    )
-    .await;
-    browser.accept_alert().await.unwrap();
-    eventually("ledger.bin to leave the listing", || async {
-        !present(&browser, "tr[data-path=\"vault/ledger.bin\"]").await
-    })
-    .await;
+    delete_in_page(&browser, "vault/ledger.bin").await;
     click(&browser, "#trash-open").await;
     let in_trash = "#trash-list tr[data-path=\"vault/ledger.bin\"]";
     eventually("the locked file in the trash", || {

@@ -153,6 +153,16 @@ impl From<AskedLock> for VersionLock {
     }
 }
 
+/// A legal hold, on or off, as S3 spells it.
+fn hold_status(on: bool) -> ObjectLockLegalHoldStatus {
+    let status = if on {
+        ObjectLockLegalHoldStatus::ON
+    } else {
+        ObjectLockLegalHoldStatus::OFF
+    };
+    ObjectLockLegalHoldStatus::from(status.to_owned())
+}
+
 /// The `x-amz-object-lock-*` a read of a version under `lock` answers.
 #[derive(Debug, Default)]
 pub(crate) struct LockFields {
@@ -170,14 +180,7 @@ impl LockFields {
             until: lock
                 .retention
                 .map(|retention| timestamp(retention.until_ms)),
-            hold: lock.legal_hold.map(|on| {
-                let status = if on {
-                    ObjectLockLegalHoldStatus::ON
-                } else {
-                    ObjectLockLegalHoldStatus::OFF
-                };
-                ObjectLockLegalHoldStatus::from(status.to_owned())
-            }),
+            hold: lock.legal_hold.map(hold_status),
         }
     }
 }
@@ -218,6 +221,23 @@ impl S3Api {
         let path = object_path(bucket, key)?;
         let version = version_id.map(checked_version).transpose()?;
         Ok((path, version.map(str::to_owned)))
+    }
+
+    /// The lock of the version a retention or legal hold read names.
+    async fn lock_named(
+        &self,
+        owner: volume::Owner,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+    ) -> S3Result<VersionLock> {
+        let (path, version) = self.version_named(owner, bucket, key, version_id).await?;
+        let (_, lock) = self
+            .files
+            .version_lock(owner, &path, version.as_deref())
+            .await
+            .map_err(object_error)?;
+        Ok(lock)
     }
 
     pub(crate) async fn put_object_lock_configuration_(
@@ -358,19 +378,14 @@ impl S3Api {
         let caller = caller(&req)?;
         let owner = caller.owner();
         let input = req.input;
-        let (path, version) = self
-            .version_named(
+        let lock = self
+            .lock_named(
                 owner,
                 &input.bucket,
                 &input.key,
                 input.version_id.as_deref(),
             )
             .await?;
-        let (_, lock) = self
-            .files
-            .version_lock(owner, &path, version.as_deref())
-            .await
-            .map_err(object_error)?;
         let retention = lock.retention.ok_or_else(no_lock_of_object)?;
         Ok(S3Response::new(GetObjectRetentionOutput {
             retention: Some(ObjectLockRetention {
@@ -422,28 +437,18 @@ impl S3Api {
         let caller = caller(&req)?;
         let owner = caller.owner();
         let input = req.input;
-        let (path, version) = self
-            .version_named(
+        let lock = self
+            .lock_named(
                 owner,
                 &input.bucket,
                 &input.key,
                 input.version_id.as_deref(),
             )
             .await?;
-        let (_, lock) = self
-            .files
-            .version_lock(owner, &path, version.as_deref())
-            .await
-            .map_err(object_error)?;
         let on = lock.legal_hold.ok_or_else(no_lock_of_object)?;
-        let status = if on {
-            ObjectLockLegalHoldStatus::ON
-        } else {
-            ObjectLockLegalHoldStatus::OFF
-        };
         Ok(S3Response::new(GetObjectLegalHoldOutput {
             legal_hold: Some(ObjectLockLegalHold {
-                status: Some(ObjectLockLegalHoldStatus::from(status.to_owned())),
+                status: Some(hold_status(on)),
             }),
         }))
     }

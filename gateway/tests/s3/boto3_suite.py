@@ -46,27 +46,8 @@ from botocore.exceptions import ClientError
 MIB = 1 << 20
 S3_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
-
-class Failure(Exception):
-    pass
-
-
-def fail(message):
-    raise Failure(message)
-
-
-def check(condition, message):
-    if not condition:
-        fail(message)
-
-
-def eq(got, expected, what):
-    if got != expected:
-        fail(f"{what}: expected {expected!r}, got {got!r}")
-
-
-def md5_hex(data):
-    return hashlib.md5(data).hexdigest()
+# The checks every suite of this folder shares.
+from suite_harness import Failure, check, eq, error_of, expect_error, fail, md5_hex, show_call  # noqa: E402
 
 
 def b64(data):
@@ -116,44 +97,6 @@ CHECKSUMS = {
 def multipart_etag(parts):
     digests = b"".join(hashlib.md5(p).digest() for p in parts)
     return f'"{hashlib.md5(digests).hexdigest()}-{len(parts)}"'
-
-
-def error_of(exc):
-    err = exc.response.get("Error", {})
-    meta = exc.response.get("ResponseMetadata", {})
-    return err.get("Code"), meta.get("HTTPStatusCode"), err.get("Message")
-
-
-def expect_error(codes, fn, *args, status=None, **kwargs):
-    """Call fn; it must fail with one of `codes` (and `status` if given)."""
-    if isinstance(codes, str):
-        codes = (codes,)
-    try:
-        result = fn(*args, **kwargs)
-    except ClientError as exc:
-        code, got_status, message = error_of(exc)
-        if code not in codes or (status is not None and got_status != status):
-            fail(
-                f"{fn.__name__}({_show(args, kwargs)}): expected {'/'.join(codes)}"
-                f"{'' if status is None else f' ({status})'}, got {code} ({got_status}): {message}"
-            )
-        return exc
-    meta = result.get("ResponseMetadata", {}) if isinstance(result, dict) else {}
-    fail(
-        f"{fn.__name__}({_show(args, kwargs)}): expected {'/'.join(codes)}, "
-        f"but it succeeded with {meta.get('HTTPStatusCode')}"
-    )
-
-
-def _show(args, kwargs):
-    def short(v):
-        if isinstance(v, (bytes, bytearray)) and len(v) > 40:
-            return f"<{len(v)} bytes>"
-        text = repr(v)
-        return text if len(text) <= 300 else text[:300] + "…"
-
-    parts = [short(a) for a in args] + [f"{k}={short(v)}" for k, v in kwargs.items()]
-    return ", ".join(parts)
 
 
 # ---------------------------------------------------------------------------
