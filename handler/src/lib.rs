@@ -18,7 +18,10 @@
 //! Layout:
 //! - `lib.rs`: the [`Host`] it runs against (the `volume` and `body`
 //!   interfaces of `wit/storage.wit`), [`delete`] and [`list`].
-//! - [`upload`]: [`put`]: an upload through the window, hashed as it passes.
+//! - [`upload`]: [`put`]: an upload through the window, hashed as it
+//!   passes; [`append`]: one request's share of a resumable upload.
+//! - [`hashes`]: SHA-256 and the BLAKE3 tree as one stream, whose state a
+//!   resumable upload carries from one request to the next.
 //! - [`download`]: [`Handler::fetch`] and [`Handler::send_body`]: verified
 //!   reads, whole or streamed through the window.
 //! - [`tree`]: BLAKE3's tree over 64 KiB groups, its outboard and proofs.
@@ -28,6 +31,7 @@
 //! - [`sniff`]: a content type from magic bytes when the client sent none.
 
 pub mod download;
+pub mod hashes;
 pub mod range;
 pub mod sniff;
 pub mod tree;
@@ -38,7 +42,7 @@ use sha2::{Digest as _, Sha256};
 
 pub use download::Handler;
 use types::{BodyError, FileMeta, HandlerError, Listing, VolumeError};
-pub use upload::{Put, put};
+pub use upload::{Put, append, put};
 
 /// Bytes asked of the host per body read, and sent per response write.
 pub const CHUNK: u32 = 256 << 10;
@@ -64,6 +68,15 @@ pub trait Host {
     /// beside its content.
     async fn keep_outboard(&mut self, upload: &Self::Upload, piece: &[u8])
     -> Result<(), BodyError>;
+    /// Record that the upload's bytes up to `state` (and those after it the
+    /// host has received) are kept, with the outboard handed over so far:
+    /// a resumable upload's point to go on from. Refused when another
+    /// request took the upload on meanwhile.
+    async fn checkpoint(
+        &mut self,
+        upload: &Self::Upload,
+        state: &hashes::HashState,
+    ) -> Result<(), BodyError>;
     /// Store the upload, read to its end, whose digests are given.
     async fn put(
         &mut self,

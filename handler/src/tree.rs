@@ -217,6 +217,40 @@ impl TreeWriter {
         }
     }
 
+    /// Take up a stream after its first `done` groups closed with content
+    /// after them, leaving `stack` ([`crate::hashes::HashState`]).
+    pub fn resume(done: u64, stack: Vec<ChainingValue>) -> Self {
+        let mut group = blake3::Hasher::new();
+        group.set_input_offset(done * GROUP);
+        Self {
+            group,
+            in_group: 0,
+            done,
+            stack,
+            out: Vec::new(),
+        }
+    }
+
+    /// Whether the current group is full: the next byte closes it.
+    pub fn group_full(&self) -> bool {
+        self.in_group == GROUP
+    }
+
+    /// Bytes in the current group.
+    pub fn in_group(&self) -> u64 {
+        self.in_group
+    }
+
+    /// Groups closed so far.
+    pub fn groups_closed(&self) -> u64 {
+        self.done
+    }
+
+    /// The values of the complete subtrees so far, left to right.
+    pub fn stack(&self) -> &[ChainingValue] {
+        &self.stack
+    }
+
     pub fn update(&mut self, mut bytes: &[u8]) {
         while !bytes.is_empty() {
             if self.in_group == GROUP {

@@ -62,6 +62,34 @@ pub struct StoreRequest {
     pub window: u64,
 }
 
+/// Where a resumable upload's file ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileEnd {
+    /// Where this request's body ends (a whole upload).
+    BodyEnd,
+    /// At this length: the file is stored when the body ends there.
+    At(u64),
+    /// Not known yet: the body ends before it.
+    Later,
+}
+
+/// One request's share of a resumable upload: where its bytes start (the
+/// hashes' state there), what the file is, and how often to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendRequest {
+    /// The file, stored once the last byte is in.
+    pub store: StoreRequest,
+    /// The hashes where the last request left them; the body's first byte
+    /// is the content's byte `resume.offset()`.
+    pub resume: crate::hashes::HashState,
+    /// Where the file ends.
+    pub ends: FileEnd,
+    /// The file's first bytes, up to 4 KiB, when the body starts past them.
+    pub head: Vec<u8>,
+    /// Hand the host a state to record every this many bytes; 0: never.
+    pub checkpoint_every: u64,
+}
+
 /// A byte range as the client asked for it, not yet checked against the size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ByteRange {
@@ -236,6 +264,64 @@ macro_rules! wit_conversions {
                 Corrupt(why),
             ]
         );
+
+        impl From<wit_body::HashState> for $crate::hashes::HashState {
+            fn from(state: wit_body::HashState) -> Self {
+                let mut sha256 = [0; 8];
+                for (word, given) in sha256.iter_mut().zip(state.sha256) {
+                    *word = given;
+                }
+                Self {
+                    groups: state.groups,
+                    sha256,
+                    stack: state
+                        .stack
+                        .chunks_exact(32)
+                        .filter_map(|value| value.try_into().ok())
+                        .collect(),
+                }
+            }
+        }
+
+        impl From<&$crate::hashes::HashState> for wit_body::HashState {
+            fn from(state: &$crate::hashes::HashState) -> Self {
+                Self {
+                    groups: state.groups,
+                    sha256: state.sha256.to_vec(),
+                    stack: state.stack.iter().flatten().copied().collect(),
+                }
+            }
+        }
+
+        $crate::same_variants!(
+            wit_handler::FileEnd,
+            $crate::types::FileEnd,
+            [BodyEnd, At(length), Later]
+        );
+
+        impl From<wit_handler::AppendRequest> for $crate::types::AppendRequest {
+            fn from(request: wit_handler::AppendRequest) -> Self {
+                Self {
+                    store: request.store.into(),
+                    resume: request.resume.into(),
+                    ends: request.ends.into(),
+                    head: request.head,
+                    checkpoint_every: request.checkpoint_every,
+                }
+            }
+        }
+
+        impl From<$crate::types::AppendRequest> for wit_handler::AppendRequest {
+            fn from(request: $crate::types::AppendRequest) -> Self {
+                Self {
+                    store: request.store.into(),
+                    resume: (&request.resume).into(),
+                    ends: request.ends.into(),
+                    head: request.head,
+                    checkpoint_every: request.checkpoint_every,
+                }
+            }
+        }
 
         impl From<wit_handler::StoreRequest> for $crate::types::StoreRequest {
             fn from(request: wit_handler::StoreRequest) -> Self {

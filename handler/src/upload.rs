@@ -7,11 +7,15 @@
 //! the SHA-256 and the BLAKE3 tree carrying their state from one window to
 //! the next. The host keeps its own copy of every chunk, so nothing needs
 //! to stay in the instance once it is hashed.
+//!
+//! A resumable upload ([`append`]) is the same loop over one request's
+//! share of the file: it takes up the hashes where the last request left
+//! them ([`HashState`]), hands the host a state to record every
+//! `checkpoint_every` bytes, at its end and when its body is cut, and
+//! stores the file when the last byte is in.
 
-use sha2::{Digest as _, Sha256};
-
-use crate::tree::{GROUP, TreeWriter};
-use crate::types::{FileMeta, HandlerError, StoreRequest};
+use crate::hashes::{HashState, Hashes};
+use crate::types::{AppendRequest, FileEnd, FileMeta, HandlerError, StoreRequest};
 use crate::{CHUNK, Host, hex, sniff};
 
 /// What `volume.put` is told besides the path and the body.
@@ -27,9 +31,8 @@ pub struct Put<'a> {
 
 /// Outboard bytes handed to the host at a time.
 const OUTBOARD_PIECE: usize = 64 << 10;
-/// Bytes kept from the start of a body longer than the window, to sniff its
-/// type from.
-const SNIFF_HEAD: usize = 4 << 10;
+/// Bytes kept from the start of a body, to sniff its type from.
+pub const SNIFF_HEAD: usize = 4 << 10;
 
 /// Read `body` to its end through the window, hash it, and store it.
 pub async fn put<H: Host>(
@@ -37,33 +40,77 @@ pub async fn put<H: Host>(
     request: StoreRequest,
     body: &H::Upload,
 ) -> Result<FileMeta, HandlerError> {
-    let window = usize::try_from(request.window.max(GROUP)).unwrap_or(usize::MAX);
+    let request = AppendRequest {
+        store: request,
+        resume: HashState::default(),
+        ends: FileEnd::BodyEnd,
+        head: Vec::new(),
+        checkpoint_every: 0,
+    };
+    let stored = append(host, request, body).await?;
+    stored.ok_or_else(|| {
+        HandlerError::Body(crate::types::BodyError::Internal(
+            "a whole upload ended without being stored".into(),
+        ))
+    })
+}
+
+/// Hash `body`, one request's bytes of a resumable upload, from where
+/// `request.resume` left off, recording states on the way; store the file
+/// if its last byte is in (`request.ends`).
+/// `None` when more is to come.
+pub async fn append<H: Host>(
+    host: &mut H,
+    request: AppendRequest,
+    body: &H::Upload,
+) -> Result<Option<FileMeta>, HandlerError> {
+    let window =
+        usize::try_from(request.store.window.max(crate::tree::GROUP)).unwrap_or(usize::MAX);
     // The window, as the chunks the host gave: no buffer is ever copied
     // into a larger one, so the instance grows by what it holds and no more.
     let mut held: Vec<Vec<u8>> = Vec::new();
     let mut held_bytes = 0;
-    // The body's first bytes, to sniff its type from.
-    let mut head: Option<Vec<u8>> = None;
-    let mut sha256 = Sha256::new();
-    let mut tree = TreeWriter::new();
+    // The file's first bytes, to sniff its type from.
+    let mut head = request.head;
+    let mut hashes = Hashes::resume(&request.resume);
+    let mut at = request.resume.offset();
+    let mut since_checkpoint = 0;
     loop {
-        let chunk = host
-            .read_upload(body, CHUNK)
-            .await
-            .map_err(HandlerError::Body)?;
+        let chunk = match host.read_upload(body, CHUNK).await {
+            Ok(chunk) => chunk,
+            Err(error) => {
+                // Cut off: what arrived before is kept if the upload keeps
+                // states; the client is told of the cut either way.
+                if request.checkpoint_every > 0 {
+                    let _ = checkpoint(host, body, &mut hashes).await;
+                }
+                return Err(HandlerError::Body(error));
+            }
+        };
         if chunk.is_empty() {
             break;
         }
-        sha256.update(&chunk);
-        tree.update(&chunk);
-        if tree.pending_outboard() >= OUTBOARD_PIECE {
-            host.keep_outboard(body, &tree.take_outboard())
+        hashes.update(&chunk);
+        at += chunk.len() as u64;
+        if head.len() < SNIFF_HEAD {
+            let take = (SNIFF_HEAD - head.len()).min(chunk.len());
+            head.extend_from_slice(&chunk[..take]);
+        }
+        if hashes.pending_outboard() >= OUTBOARD_PIECE {
+            host.keep_outboard(body, &hashes.take_outboard())
                 .await
                 .map_err(HandlerError::Body)?;
         }
-        // The host reads up to the chunk size unless the body ends, so the
-        // first chunk holds the first bytes there are.
-        head.get_or_insert_with(|| chunk[..chunk.len().min(SNIFF_HEAD)].to_vec());
+        since_checkpoint += chunk.len() as u64;
+        // Never at the last byte: a record of every byte would say the
+        // upload is done before its file is stored.
+        if request.checkpoint_every > 0
+            && since_checkpoint >= request.checkpoint_every
+            && request.ends != FileEnd::At(at)
+        {
+            checkpoint(host, body, &mut hashes).await?;
+            since_checkpoint = 0;
+        }
         if held_bytes + chunk.len() > window {
             // The window is full and hashed: start it again.
             held.clear();
@@ -72,25 +119,52 @@ pub async fn put<H: Host>(
         held_bytes += chunk.len();
         held.push(chunk);
     }
-    let sha256 = hex(&sha256.finalize());
-    let (blake3, outboard) = tree.finish();
+    let last = match request.ends {
+        FileEnd::BodyEnd => true,
+        FileEnd::At(length) => length == at,
+        FileEnd::Later => false,
+    };
+    if !last {
+        checkpoint(host, body, &mut hashes).await?;
+        return Ok(None);
+    }
+    let (sha256, blake3, outboard) = hashes.finish();
     if !outboard.is_empty() {
         host.keep_outboard(body, &outboard)
             .await
             .map_err(HandlerError::Body)?;
     }
+    let sha256 = hex(&sha256);
     let blake3 = blake3.to_hex();
-    let content_type = match request.content_type {
+    let content_type = match request.store.content_type {
         Some(given) if !given.trim().is_empty() => given,
-        _ => sniff::content_type(head.as_deref().unwrap_or_default()).to_owned(),
+        _ => sniff::content_type(&head).to_owned(),
     };
     let put = Put {
         sha256: &sha256,
         blake3: &blake3,
         content_type: &content_type,
-        overwrite: !request.create_only,
+        overwrite: !request.store.create_only,
     };
-    host.put(&request.path, body, put)
+    host.put(&request.store.path, body, put)
         .await
+        .map(Some)
         .map_err(HandlerError::Volume)
+}
+
+/// Hand the host the outboard so far and the state it belongs to.
+async fn checkpoint<H: Host>(
+    host: &mut H,
+    body: &H::Upload,
+    hashes: &mut Hashes,
+) -> Result<(), HandlerError> {
+    let outboard = hashes.take_outboard();
+    if !outboard.is_empty() {
+        host.keep_outboard(body, &outboard)
+            .await
+            .map_err(HandlerError::Body)?;
+    }
+    host.checkpoint(body, hashes.checkpoint())
+        .await
+        .map_err(HandlerError::Body)
 }

@@ -29,6 +29,7 @@ mod locks;
 mod multipart;
 mod object_lock;
 mod objects;
+mod parts;
 mod properties;
 mod read;
 mod shares;

@@ -122,16 +122,13 @@ impl FileService {
         }
         let (body, verdict) = inspect(body, inspector);
         let staged = self
-            .stage_part(Body::from_stream(body), room, None)
+            .stage_part(Body::from_stream(body), room)
             .await
             .map_err(|error| match error {
-                super::AppendError::App(ServiceError::BodyTooLarge { limit }) if by_quota => {
-                    ServiceError::QuotaExceeded(format!(
-                        "the part is larger than the {limit} bytes left of your quota"
-                    ))
-                }
-                super::AppendError::App(error) => error,
-                other => ServiceError::BadRequest(other.to_string()),
+                ServiceError::BodyTooLarge { limit } if by_quota => ServiceError::QuotaExceeded(
+                    format!("the part is larger than the {limit} bytes left of your quota"),
+                ),
+                other => other,
             });
         let staged = match (verdict.take(), staged) {
             (Some(Err(refused)), _) => return Err(Refusal::Refused(refused)),

@@ -3,29 +3,33 @@
 //!
 //! [`FileService::begin_upload`] decides what can be decided up front (the
 //! path, the size limit, what is left of the quota) and records the
-//! upload; each [`FileService::append_upload`] stages its request's bytes
-//! (checked against a checksum if the client sent one) and stores them as a
-//! durable part before it answers. When the parts reach the upload's
-//! length, the whole is sent through an instance from the parts, like any
-//! upload ([`super::UploadSession`]): hashed, verified, stored atomically
-//! at its path; then the parts go. Protocols (tus today, S3 multipart
-//! next) are adapters over this.
+//! upload; each [`FileService::append_upload`] sends its request's bytes
+//! through an instance, which takes up the upload's hashes where the last
+//! request left them, while the host appends the bytes where the upload
+//! keeps them (`volume::appending`) and records them at checkpoints: a cut
+//! request keeps what it brought. The request that brings the last byte
+//! stores the file from the bytes kept, never copied or hashed again; then
+//! the upload goes. tus is the adapter over this (S3 multipart's parts are
+//! `parts.rs`'s).
 
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use volume::uploads::{NewUpload, Upload, UploadKind};
+use volume::{FileMeta, FilePath, now_ms};
 
 use axum::body::Body;
-use bytes::Bytes;
-use futures_util::StreamExt as _;
-use sha2::Digest as _;
-
-use volume::uploads::{NewUpload, Upload, UploadKind, UploadPart};
-use volume::{FileMeta, FilePath, now_ms};
+use std::time::Duration;
+use storage_host::runtime::{
+    AppendRequest, FileEnd, HashState, StoreRequest, Upload as UploadBody,
+};
 
 use crate::ServiceError;
 use auth::Caller;
 
-use super::{FileService, Inspect, LockTokens, Refusal, StoreOptions};
+use super::store::inspect;
+use super::{Change, FileService, Inspect, LockTokens, StoreOptions, parent_key_of};
+
+/// Bytes between two checkpoints of a request's bytes: at most this much
+/// of a cut request is sent again.
+pub(crate) const CHECKPOINT_EVERY: u64 = 4 << 20;
 
 /// A checksum the client sent for a request's bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +129,12 @@ impl FileService {
 
     /// Add `chunk` to `caller`'s upload `id` (setting its length if it had
     /// none), durably; store the file if that was the last byte.
+    ///
+    /// The bytes go through an instance as they come, appended where the
+    /// upload keeps them, its hashes taken up where the last request left
+    /// them; what came is recorded every [`CHECKPOINT_EVERY`] bytes, at the
+    /// end and when the body is cut, so a cut request keeps what it
+    /// brought (but for one with a checksum: its bytes are kept only whole).
     pub async fn append_upload(
         &self,
         caller: &Caller,
@@ -141,49 +151,29 @@ impl FileService {
         if upload.received != offset {
             return Err(AppendError::OffsetMismatch(upload.received));
         }
-        let length = match (upload.length, length) {
-            (Some(known), Some(asked)) if known != asked => {
-                return Err(ServiceError::BadRequest(format!(
-                    "the upload's length is {known} bytes, not {asked}"
-                ))
-                .into());
-            }
-            (Some(known), _) => Some(known),
-            (None, Some(asked)) => {
-                if asked < offset {
-                    return Err(ServiceError::BadRequest(format!(
-                        "a length of {asked} bytes is less than the {offset} bytes sent"
-                    ))
-                    .into());
-                }
-                if asked > self.max_body {
-                    return Err(ServiceError::BodyTooLarge {
-                        limit: self.max_body,
-                    }
-                    .into());
-                }
-                Some(asked)
-            }
-            (None, None) => None,
-        };
+        let length = self.reconciled_length(&upload, length)?;
+        let path = FilePath::parse(&upload.path).map_err(ServiceError::from)?;
+        // Its file is written at the last byte: a lock on it (or its
+        // folder) is told now, before a byte is read.
+        let parent = parent_key_of(path.as_str());
+        self.check_locks(
+            caller.owner(),
+            &LockTokens::default(),
+            &[Change::One(path.as_str()), Change::One(parent)],
+        )
+        .await?;
         // What the body may bring: up to the length, the size limit, and
         // what the quota leaves (the owner's unfinished uploads, this one's
-        // parts among them, count in it). A cheap refusal before a byte is
-        // read: the part is weighed again, under the owner's lock, as it is
-        // recorded (or as the file is stored).
+        // bytes among them, count in it). A cheap refusal before a byte is
+        // read: each checkpoint is weighed again, under the owner's lock, as
+        // it is recorded (and the file as it is stored).
         let mut room = length.unwrap_or(self.max_body).saturating_sub(offset);
-        let path = FilePath::parse(&upload.path).map_err(ServiceError::from)?;
+        let mut by_quota = false;
         if let Some(quota_room) = self.quota_room(caller, &path).await? {
-            // This upload's parts become one file: their entries give way
-            // to its one.
-            let parts = self
-                .volume
-                .upload_part_count(id)
-                .await
-                .map_err(|error| ServiceError::from_volume(error, id))?;
-            let left = quota_room.saturating_add(parts.saturating_mul(volume::ENTRY_OVERHEAD));
+            let left = quota_room.saturating_add(volume::ENTRY_OVERHEAD);
             if left < room {
                 room = left;
+                by_quota = true;
                 if length.is_some_and(|length| length - offset > left) {
                     return Err(ServiceError::QuotaExceeded(format!(
                         "the upload's {} bytes left are more than the {left} bytes your quota leaves",
@@ -193,40 +183,128 @@ impl FileService {
                 }
             }
         }
-        let staged = self.stage_part(body, room, checksum).await?;
-        if length == Some(offset + staged.len()) {
-            // The last bytes: kept as a part, but the upload stands where
-            // this request began until the file is stored, so a request cut
-            // off (or failed) now is sent again, never taken for done.
-            let last = self
-                .volume
-                .store_upload_part(id, offset, staged)
-                .await
-                .map_err(|error| ServiceError::from_volume(error, id))?;
-            let upload = Upload { length, ..upload };
-            return Ok(Appended::Complete(
-                self.complete_upload(caller, upload, last).await?,
-            ));
-        }
-        let appended = self
+        // Where the upload's hashes stand (an upload recorded before they
+        // were kept is hashed again from its start).
+        let resume = HashState::decode(&upload.hashed).unwrap_or_default();
+        let mut appending = self
             .volume
-            .append_upload(
-                caller.owner(),
-                id,
-                offset,
-                staged,
-                length.filter(|_| upload.length.is_none()),
-                expires_after(self.upload_expiry),
-            )
+            .resume_upload(&upload, resume.offset(), resume.outboard_len())
             .await
-            .map_err(|error| ServiceError::from_volume(error, id))?;
+            .map_err(|error| match error {
+                volume::VolumeError::UploadBusy(_) => ServiceError::Locked(format!(
+                    "upload {id} is being written by another request: try again in a moment"
+                )),
+                other => ServiceError::from_volume(other, id),
+            })?;
+        let refusals = appending.log.refusals();
+        let head = std::mem::take(&mut appending.head);
+        // A body with a checksum is kept only whole, once it is checked.
+        let checkpoint_every = if checksum.is_some() {
+            0
+        } else {
+            CHECKPOINT_EVERY
+        };
+        let (body, verdict) = inspect(body.into_data_stream(), ChecksumCheck::new(checksum));
+        let lease = self
+            .pool
+            .lease(self.body_size(None))
+            .await
+            .map_err(ServiceError::from)?;
+        let body = UploadBody::resuming(
+            Body::from_stream(body),
+            room,
+            appending,
+            length.filter(|_| upload.length.is_none()),
+            expires_after(self.upload_expiry),
+        )
+        .completing(id.to_owned());
+        let request = AppendRequest {
+            store: StoreRequest {
+                path: path.as_str().to_owned(),
+                content_type: Some(upload.content_type.clone()).filter(|given| !given.is_empty()),
+                create_only: upload.create_only,
+                window: self.body_window,
+            },
+            resume,
+            ends: length.map_or(FileEnd::Later, FileEnd::At),
+            head,
+            checkpoint_every,
+        };
+        let owner = caller.owner();
+        let appended = lease
+            .run(move |instance| Box::pin(instance.append(owner, request, body)))
+            .await
+            .map_err(ServiceError::from)?;
+        if let Some(Err(())) = verdict.take() {
+            return Err(AppendError::ChecksumMismatch);
+        }
+        if let Some(refused) = refusals.take() {
+            return Err(match refused {
+                volume::VolumeError::UploadMovedOn(_) => {
+                    let now = self.find_upload(caller, id).await?;
+                    AppendError::OffsetMismatch(now.received)
+                }
+                other => ServiceError::from_volume(other, id).into(),
+            });
+        }
         match appended {
-            Some(upload) => Ok(Appended::Partial(upload)),
-            None => {
-                // Another request took it further (or it went) meanwhile.
-                let now = self.find_upload(caller, id).await?;
-                Err(AppendError::OffsetMismatch(now.received))
+            Ok(Some(meta)) => {
+                self.finish_upload(id).await;
+                Ok(Appended::Complete(meta))
             }
+            Ok(None) => Ok(Appended::Partial(self.find_upload(caller, id).await?)),
+            Err(error) => {
+                // The file's store refused it for good (a 4xx: the path
+                // taken for a create-only upload): that ends the upload.
+                // Anything else (a cut body, no room now, a 5xx) leaves it
+                // where its last checkpoint stands.
+                let storing = matches!(error, storage_host::runtime::HandlerError::Volume(_));
+                let error = match ServiceError::from_handler(error, path.as_str()) {
+                    ServiceError::BodyTooLarge { limit } if by_quota => {
+                        ServiceError::QuotaExceeded(format!(
+                            "the request is larger than the {limit} bytes left of your quota"
+                        ))
+                    }
+                    other => other,
+                };
+                if storing && is_final(&error) {
+                    self.finish_upload(id).await;
+                }
+                Err(error.into())
+            }
+        }
+    }
+
+    /// The upload's length once the request's `asked` is taken into
+    /// account: refused if it contradicts the one known, is less than what
+    /// was sent, or is over the size limit.
+    fn reconciled_length(
+        &self,
+        upload: &Upload,
+        asked: Option<u64>,
+    ) -> Result<Option<u64>, ServiceError> {
+        let offset = upload.received;
+        match (upload.length, asked) {
+            (Some(known), Some(asked)) if known != asked => Err(ServiceError::BadRequest(format!(
+                "the upload's length is {known} bytes, not {asked}"
+            ))),
+            (Some(known), _) => Ok(Some(known)),
+            (None, Some(asked)) if asked < offset => Err(ServiceError::BadRequest(format!(
+                "a length of {asked} bytes is less than the {offset} bytes sent"
+            ))),
+            (None, Some(asked)) if asked > self.max_body => Err(ServiceError::BodyTooLarge {
+                limit: self.max_body,
+            }),
+            (None, asked) => Ok(asked),
+        }
+    }
+
+    /// Forget finished upload `id` and its bytes (the file, if stored,
+    /// keeps its own name for them).
+    async fn finish_upload(&self, id: &str) {
+        if let Err(error) = self.volume.remove_upload(None, id).await {
+            // The collection removes it when it expires.
+            tracing::warn!(%id, %error, "could not remove a finished upload");
         }
     }
 
@@ -260,274 +338,54 @@ impl FileService {
     pub async fn uploads_in_progress(&self) -> u64 {
         self.volume.uploads_in_progress().await.unwrap_or_default()
     }
+}
 
-    /// Read `body` (at most `room` bytes) into a staged part, at the pace
-    /// every body must keep, checking it against `checksum`.
-    pub(super) async fn stage_part(
-        &self,
-        body: Body,
-        room: u64,
-        checksum: Option<Checksum>,
-    ) -> Result<volume::StagedBlob, AppendError> {
-        enum Hasher {
-            Sha1(sha1::Sha1),
-            Sha256(sha2::Sha256),
+/// The check of a request's bytes against the checksum the client sent
+/// with them (tus's `Upload-Checksum`), as they stream: a mismatch fails
+/// the body at its end, so none of it is kept.
+enum ChecksumCheck {
+    None,
+    Sha1(sha1::Sha1, Vec<u8>),
+    Sha256(sha2::Sha256, Vec<u8>),
+}
+
+impl ChecksumCheck {
+    fn new(checksum: Option<Checksum>) -> Self {
+        use sha2::Digest as _;
+        match checksum {
+            None => Self::None,
+            Some(Checksum::Sha1(sent)) => Self::Sha1(sha1::Sha1::new(), sent),
+            Some(Checksum::Sha256(sent)) => Self::Sha256(sha2::Sha256::new(), sent),
         }
-        let mut hasher = checksum.as_ref().map(|checksum| match checksum {
-            Checksum::Sha1(_) => Hasher::Sha1(sha1::Sha1::new()),
-            Checksum::Sha256(_) => Hasher::Sha256(sha2::Sha256::new()),
-        });
-        let pace = self.pace();
-        let started = Instant::now();
-        let mut staged = self.volume.stage();
-        // Frames are small; the staged file is written a chunk at a time.
-        let mut pending = Vec::with_capacity(STAGE_CHUNK);
-        let mut received = 0;
-        let mut frames = body.into_data_stream();
-        loop {
-            let (deadline, slowness) = pace.deadline(started, received);
-            let frame = match tokio::time::timeout_at(deadline.into(), frames.next()).await {
-                Err(_) => {
-                    return Err(ServiceError::RequestTimeout(slowness.describe("sent")).into());
-                }
-                Ok(None) => break,
-                Ok(Some(Err(error))) => {
-                    return Err(ServiceError::BadRequest(format!(
-                        "the body could not be read: {error}"
-                    ))
-                    .into());
-                }
-                Ok(Some(Ok(frame))) => frame,
-            };
-            received += frame.len() as u64;
-            if received > room {
-                return Err(ServiceError::BodyTooLarge { limit: room }.into());
-            }
-            match &mut hasher {
-                Some(Hasher::Sha1(hasher)) => hasher.update(&frame),
-                Some(Hasher::Sha256(hasher)) => hasher.update(&frame),
-                None => {}
-            }
-            pending.extend_from_slice(&frame);
-            if pending.len() >= STAGE_CHUNK {
-                staged
-                    .write(&pending)
-                    .await
-                    .map_err(|error| ServiceError::from_volume(error, "an upload's part"))?;
-                pending.clear();
-            }
+    }
+}
+
+impl Inspect for ChecksumCheck {
+    type Passed = ();
+    type Refused = ();
+
+    fn chunk(&mut self, bytes: &[u8]) {
+        use sha2::Digest as _;
+        match self {
+            Self::None => {}
+            Self::Sha1(hasher, _) => hasher.update(bytes),
+            Self::Sha256(hasher, _) => hasher.update(bytes),
         }
-        staged
-            .write(&pending)
-            .await
-            .map_err(|error| ServiceError::from_volume(error, "an upload's part"))?;
-        let matches = match (checksum, hasher) {
-            (Some(Checksum::Sha1(sent)), Some(Hasher::Sha1(hasher))) => {
-                hasher.finalize().as_slice() == sent
-            }
-            (Some(Checksum::Sha256(sent)), Some(Hasher::Sha256(hasher))) => {
-                hasher.finalize().as_slice() == sent
-            }
-            _ => true,
+    }
+
+    fn failed(&mut self, _: &str) -> Option<()> {
+        None
+    }
+
+    fn ended(&mut self) -> Result<(), ()> {
+        use sha2::Digest as _;
+        let matches = match std::mem::replace(self, Self::None) {
+            Self::None => true,
+            Self::Sha1(hasher, sent) => hasher.finalize().as_slice() == sent,
+            Self::Sha256(hasher, sent) => hasher.finalize().as_slice() == sent,
         };
-        if !matches {
-            return Err(AppendError::ChecksumMismatch);
-        }
-        Ok(staged)
+        if matches { Ok(()) } else { Err(()) }
     }
-
-    /// Send the finished `upload`'s recorded parts and `last` through an
-    /// instance as one upload of its file; then forget the upload. A
-    /// refusal that no retry can change (a 4xx: the path taken for a
-    /// create-only upload, a bad path) ends the upload too;
-    /// anything else (no memory or instance free now, a lock, a 5xx)
-    /// leaves it where the last request began, to be sent again.
-    async fn complete_upload(
-        &self,
-        caller: &Caller,
-        upload: Upload,
-        last: UploadPart,
-    ) -> Result<FileMeta, ServiceError> {
-        let path = FilePath::parse(&upload.path)?;
-        let options = StoreOptions {
-            declared: upload.length,
-            content_type: Some(upload.content_type.clone()).filter(|given| !given.is_empty()),
-            create_only: upload.create_only,
-            lock: None,
-        };
-        let mut parts = self
-            .volume
-            .upload_parts(&upload.id)
-            .await
-            .map_err(|error| ServiceError::from_volume(error, &upload.id))?;
-        if last.size > 0 {
-            parts.push(last.clone());
-        }
-        let stored = self
-            .store_parts(caller, &path, options, &upload.id, parts, (), |()| {
-                (None, ())
-            })
-            .await
-            .map(|(meta, ())| meta);
-        let finished = match &stored {
-            Ok(_) => true,
-            Err(error) => is_final(error),
-        };
-        if finished {
-            if let Err(error) = self.volume.remove_upload(None, &upload.id).await {
-                // The collection removes it when it expires.
-                tracing::warn!(id = %upload.id, %error, "could not remove a finished upload");
-            }
-        } else if let Err(error) = self.volume.discard_upload_part(&upload.id, &last).await {
-            // The upload's removal (expiry, termination) removes it.
-            tracing::warn!(id = %upload.id, %error, "could not remove an unrecorded last part");
-        }
-        stored
-    }
-}
-
-impl FileService {
-    /// Store upload `id`'s `parts`, one after the other, at `path` through
-    /// an instance as one upload, `inspector` seeing every byte on its way
-    /// and `describe` making of what it saw what the file's row keeps, and
-    /// what it hands back here. A part that cannot be read back is the
-    /// server's fault ([`PartsFault`]).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn store_parts<P, I, T, D>(
-        &self,
-        caller: &Caller,
-        path: &FilePath,
-        options: StoreOptions,
-        id: &str,
-        parts: Vec<P>,
-        inspector: I,
-        describe: D,
-    ) -> Result<(FileMeta, T), ServiceError>
-    where
-        P: StoredPart,
-        I: Inspect<Refused = std::convert::Infallible>,
-        T: Send + 'static,
-        D: FnOnce(I::Passed) -> (Option<String>, T) + Send + 'static,
-    {
-        let (bytes, fault) = self.parts_bytes(id, parts);
-        fault.blame(
-            match self
-                .upload_completing(caller, path, options, &LockTokens::default(), Some(id))
-                .await
-            {
-                Ok(session) => session
-                    .send_inspected(Box::pin(bytes), inspector, describe)
-                    .await
-                    .map_err(Refusal::failure),
-                Err(error) => Err(error),
-            },
-        )
-    }
-
-    /// The bytes of upload `id`'s `parts`, one after the other, and what
-    /// keeps a failure to read them.
-    fn parts_bytes<P: StoredPart>(
-        &self,
-        id: &str,
-        parts: Vec<P>,
-    ) -> (
-        impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
-        PartsFault,
-    ) {
-        let volume = self.volume.clone();
-        let id = id.to_owned();
-        let fault = PartsFault::default();
-        let record = fault.clone();
-        let bytes = futures_util::stream::iter(parts)
-            .then(move |part| {
-                let (volume, id) = (volume.clone(), id.clone());
-                async move { part.open(&volume, &id).await }
-            })
-            .flat_map(|opened| match opened {
-                Ok(reader) => part_bytes(reader).left_stream(),
-                Err(error) => futures_util::stream::once(async move {
-                    Err(std::io::Error::other(error.to_string()))
-                })
-                .right_stream(),
-            })
-            .inspect(move |chunk| {
-                if let Err(error) = chunk {
-                    record.keep(error);
-                }
-            });
-        (bytes, fault)
-    }
-}
-
-/// Why an upload's own parts could not be read, once they could not.
-/// The parts are the server's to keep: a failure to read them is the
-/// server's (a 5xx, the upload kept), whatever the upload session made of
-/// its body ending early (a client's cut body is a 4xx).
-#[derive(Debug, Clone, Default)]
-struct PartsFault(Arc<Mutex<Option<String>>>);
-
-impl PartsFault {
-    fn keep(&self, error: &std::io::Error) {
-        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        kept.get_or_insert_with(|| error.to_string());
-    }
-
-    /// `stored`, unless a part could not be read: then the server's error.
-    fn blame<T>(&self, stored: Result<T, ServiceError>) -> Result<T, ServiceError> {
-        match self.0.lock().unwrap_or_else(PoisonError::into_inner).take() {
-            Some(error) => Err(ServiceError::Internal(format!(
-                "a part of the upload could not be read: {error}"
-            ))),
-            None => stored,
-        }
-    }
-}
-
-/// A part of an upload kept in the blob store.
-pub(super) trait StoredPart: Send + 'static {
-    /// The part of upload `id`, opened for reading.
-    fn open(
-        self,
-        volume: &volume::Volume,
-        id: &str,
-    ) -> impl Future<Output = Result<volume::BlobReader, volume::VolumeError>> + Send;
-}
-
-impl StoredPart for UploadPart {
-    async fn open(
-        self,
-        volume: &volume::Volume,
-        id: &str,
-    ) -> Result<volume::BlobReader, volume::VolumeError> {
-        volume.open_upload_part(id, &self).await
-    }
-}
-
-impl StoredPart for volume::uploads::MultipartPart {
-    async fn open(
-        self,
-        volume: &volume::Volume,
-        id: &str,
-    ) -> Result<volume::BlobReader, volume::VolumeError> {
-        volume.open_multipart_part(id, &self).await
-    }
-}
-
-/// Bytes staged at a time as a request's frames arrive, and read at a time
-/// from a part.
-const STAGE_CHUNK: usize = 1 << 20;
-
-/// The bytes of one part, a chunk at a time.
-fn part_bytes(
-    reader: volume::BlobReader,
-) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
-    futures_util::stream::try_unfold(reader, |mut reader| async move {
-        let chunk = reader
-            .read(STAGE_CHUNK)
-            .await
-            .map_err(|error| std::io::Error::other(error.to_string()))?;
-        Ok((!chunk.is_empty()).then(|| (Bytes::from(chunk), reader)))
-    })
 }
 
 /// Whether a failure to store a finished upload's file ends the upload: a

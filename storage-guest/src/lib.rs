@@ -49,6 +49,15 @@ impl wit_handler::Guest for StorageHandler {
             .map_err(Into::into)
     }
 
+    fn append(
+        request: wit_handler::AppendRequest,
+        body: &Upload,
+    ) -> Result<Option<wit_types::FileMeta>, wit_handler::HandlerError> {
+        run(storage_handler::append(&mut Imports, request.into(), body))
+            .map(|stored| stored.map(Into::into))
+            .map_err(Into::into)
+    }
+
     fn fetch(
         request: wit_handler::FetchRequest,
     ) -> Result<wit_handler::Fetched, wit_handler::HandlerError> {
@@ -113,6 +122,14 @@ impl storage_handler::Host for Imports {
         piece: &[u8],
     ) -> Result<(), plain::BodyError> {
         upload.keep_outboard(piece).map_err(Into::into)
+    }
+
+    async fn checkpoint(
+        &mut self,
+        upload: &Upload,
+        state: &storage_handler::hashes::HashState,
+    ) -> Result<(), plain::BodyError> {
+        upload.checkpoint(&state.into()).map_err(Into::into)
     }
 
     async fn put(

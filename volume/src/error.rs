@@ -67,6 +67,13 @@ pub enum VolumeError {
     MissingBlob(String),
     #[error("blob {0} is still being removed; try again")]
     Busy(String),
+    /// Another request is writing upload `0`.
+    #[error("upload {0} is being written by another request")]
+    UploadBusy(String),
+    /// Upload `0` moved on (another request added to it) or went while a
+    /// request wrote it; what that request wrote is not recorded.
+    #[error("upload {0} moved on while this request wrote it")]
+    UploadMovedOn(String),
     #[error("metadata index: {0}")]
     Database(sqlx::Error),
     /// A read on the request's own thread failed (SQLite, `db::reader`).

@@ -45,6 +45,7 @@
 //! number of rows naming its digest.
 
 pub mod accounts;
+pub mod appending;
 pub mod path;
 pub mod samples;
 pub mod webdav;
@@ -226,7 +227,7 @@ impl Volume {
         if !overwrite && self.tree.get(owner, path).await?.is_some() {
             return Err(VolumeError::AlreadyExists(path.to_string()));
         }
-        let size = staged.len();
+        let size = staged.content_len();
         let keeping = versioning::keeping_now(
             self.db(),
             &self.versioning,

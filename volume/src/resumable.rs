@@ -1,8 +1,8 @@
 //! [`Volume`]'s uploads in parts, over time: tus's (appended at an
-//! offset) and S3's multipart (numbered). A part's bytes are written to
-//! the blob store first, then recorded by `uploads` in a transaction that
-//! weighs them against the owner's quota; a part not recorded is removed
-//! again.
+//! offset, see `appending`) and S3's multipart (numbered). A part's bytes
+//! are written to the blob store first, then recorded by `uploads` in a
+//! transaction that weighs them against the owner's quota; a part not
+//! recorded is removed again.
 
 use crate::db::WriteTx;
 use crate::error::VolumeError;
@@ -28,74 +28,6 @@ impl Volume {
         id: &str,
     ) -> Result<Option<uploads::Upload>, VolumeError> {
         uploads::get(self.db(), owner, id).await
-    }
-
-    /// Store the `staged` bytes as a part of upload `id` starting at
-    /// `offset`, durably, without recording it: what [`Volume::append_upload`]
-    /// records, or what the request that ends an upload sends through an
-    /// instance with the recorded parts (so that, until the file is stored,
-    /// the upload stands where that request began).
-    pub async fn store_upload_part(
-        &self,
-        id: &str,
-        offset: u64,
-        mut staged: StagedBlob,
-    ) -> Result<uploads::UploadPart, VolumeError> {
-        let size = staged.len();
-        let name = if size > 0 {
-            use std::hash::BuildHasher as _;
-            let nonce = std::collections::hash_map::RandomState::new().hash_one(now_ms());
-            let name = format!("{offset:020}-{nonce:016x}");
-            self.blobs.write_part(id, &name, &mut staged).await?;
-            name
-        } else {
-            String::new()
-        };
-        Ok(uploads::UploadPart { offset, size, name })
-    }
-
-    /// Remove a part [`Volume::store_upload_part`] stored and nothing
-    /// recorded (the request that ended an upload failed short of storing
-    /// its file): the client sends those bytes again, and until then they
-    /// must not sit outside every quota.
-    pub async fn discard_upload_part(
-        &self,
-        id: &str,
-        part: &uploads::UploadPart,
-    ) -> Result<(), VolumeError> {
-        if part.name.is_empty() {
-            return Ok(());
-        }
-        self.blobs.remove_part(id, &part.name).await
-    }
-
-    /// Add the `staged` bytes to `owner`'s upload `id`, whose offset the
-    /// caller saw at `offset`: stored as a part of their own, then recorded
-    /// (with the upload's `length`, if it had none, and its new expiry). A
-    /// part is durable before this returns. `None` when the upload moved on
-    /// meanwhile (another request added a part) or is gone; the part is
-    /// removed again then, and when it is refused: past the owner's quota
-    /// (`QuotaExceeded`, weighed as it is recorded) or past
-    /// [`uploads::MAX_PARTS`] (`TooManyParts`).
-    pub async fn append_upload(
-        &self,
-        owner: Owner,
-        id: &str,
-        offset: u64,
-        staged: StagedBlob,
-        length: Option<u64>,
-        expires_ms: i64,
-    ) -> Result<Option<uploads::Upload>, VolumeError> {
-        let part = self.store_upload_part(id, offset, staged).await?;
-        let recorded = self
-            .record_part(owner, id, offset, &part, length, expires_ms)
-            .await;
-        // A part refused (past the quota or the part limit) or not taken
-        // (the upload moved on) is removed again: nothing names it.
-        if !matches!(recorded, Ok(Some(_))) && part.size > 0 {
-            self.blobs.remove_part(id, &part.name).await?;
-        }
-        recorded
     }
 
     /// How many parts upload `id` keeps.
@@ -216,42 +148,6 @@ impl Volume {
     /// Unfinished uploads that have not expired.
     pub async fn uploads_in_progress(&self) -> Result<u64, VolumeError> {
         uploads::in_progress(self.db()).await
-    }
-
-    /// Record tus part `part` of `owner`'s upload `id` (see
-    /// [`uploads::record_part_in`]), refused when the upload has
-    /// [`uploads::MAX_PARTS`]` - 1` already (`TooManyParts`: the rest must
-    /// come in one request) or when it would take its owner past their quota
-    /// (`QuotaExceeded`), weighed under the owner's user row, taken before
-    /// the upload's (the quota's lock order), with everything else they keep.
-    async fn record_part(
-        &self,
-        owner: Owner,
-        id: &str,
-        offset: u64,
-        part: &uploads::UploadPart,
-        length: Option<u64>,
-        expires_ms: i64,
-    ) -> Result<Option<uploads::Upload>, VolumeError> {
-        let db = self.db();
-        let now = now_ms();
-        db.write(async |tx: &mut WriteTx| {
-            let quota = quota::lock(db, tx, owner).await?;
-            if part.size > 0 {
-                if uploads::part_count_in(tx, id).await? >= u64::from(uploads::MAX_PARTS) - 1 {
-                    return Err(VolumeError::TooManyParts {
-                        limit: uploads::MAX_PARTS,
-                    });
-                }
-                let cost = quota::cost(part.size);
-                quota::check(db, tx, owner, quota, quota::Leaving::NOTHING, cost).await?;
-            }
-            uploads::record_part_in(
-                tx, owner, id, offset, part.size, &part.name, length, expires_ms, now,
-            )
-            .await
-        })
-        .await
     }
 
     /// Record S3 part `part` of `owner`'s unexpired multipart upload `id`,

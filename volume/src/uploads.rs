@@ -67,6 +67,9 @@ pub struct Upload {
     pub metadata: String,
     pub created_ms: i64,
     pub expires_ms: i64,
+    /// Where its hashes stand (a tus upload's), as the handler wrote it:
+    /// recorded with `received`; empty at the start.
+    pub hashed: String,
 }
 
 /// An upload to start.
@@ -90,6 +93,8 @@ pub struct UploadPart {
     pub size: u64,
     /// Its object's name under `uploads/<id>/`.
     pub name: String,
+    /// Bytes of outboard after its content in that object.
+    pub outboard: u64,
 }
 
 /// One recorded part of an S3 multipart upload.
@@ -119,6 +124,7 @@ struct UploadRow {
     metadata: String,
     created_ms: i64,
     expires_ms: i64,
+    hashed: String,
 }
 
 impl From<UploadRow> for Upload {
@@ -135,12 +141,13 @@ impl From<UploadRow> for Upload {
             metadata: row.metadata,
             created_ms: row.created_ms,
             expires_ms: row.expires_ms,
+            hashed: row.hashed,
         }
     }
 }
 
 const COLUMNS: &str = "id, kind, owner, path, length, received, content_type, create_only, \
-                       metadata, created_ms, expires_ms";
+                       metadata, created_ms, expires_ms, hashed";
 
 fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
@@ -194,6 +201,7 @@ pub(crate) async fn insert(
             metadata: new.metadata.clone(),
             created_ms: now,
             expires_ms: new.expires_ms,
+            hashed: String::new(),
         }))
     })
     .await
@@ -225,49 +233,58 @@ pub(crate) async fn part_count_in(tx: &mut WriteTx, id: &str) -> Result<u64, Vol
     Ok(u64::try_from(parts).unwrap_or_default())
 }
 
-/// Record, in `tx`, a part of `size` bytes stored as `name` at the
-/// upload's offset, if that offset is still `offset` (no other request took
-/// the upload further meanwhile) and the upload has not expired at `now`;
-/// its length is set to `length` if it had none, and its expiry moved to
-/// `expires_ms`. `None` when the upload moved on or is gone. The caller
-/// weighs the part first (the part limit, the quota).
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn record_part_in(
+/// A checkpoint of a tus upload: its bytes kept up to `received`, its
+/// hashes at `hashed`, and the part that brought them (an object store's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Checkpoint<'a> {
+    pub(crate) received: u64,
+    pub(crate) hashed: &'a str,
+    pub(crate) part: Option<&'a UploadPart>,
+    /// The upload's length, if it had none.
+    pub(crate) length: Option<u64>,
+    pub(crate) expires_ms: i64,
+}
+
+/// Record `checkpoint` of `owner`'s upload `id` in `tx`, if it still
+/// stands at `from` (no other request took it on meanwhile) and has not
+/// expired at `now`. `None` when it moved on or is gone. The caller
+/// weighs what it adds first (the part limit, the quota).
+pub(crate) async fn record_checkpoint_in(
     tx: &mut WriteTx,
     owner: Owner,
     id: &str,
-    offset: u64,
-    size: u64,
-    name: &str,
-    length: Option<u64>,
-    expires_ms: i64,
+    from: u64,
+    checkpoint: &Checkpoint<'_>,
     now: i64,
 ) -> Result<Option<Upload>, VolumeError> {
     let moved = sql::query(
-        "UPDATE uploads SET received = received + $1, expires_ms = $2, \
-         length = COALESCE(length, $3) \
-         WHERE id = $4 AND owner = $5 AND received = $6 AND expires_ms > $7",
+        "UPDATE uploads SET received = $1, hashed = $2, expires_ms = $3, \
+         length = COALESCE(length, $4) \
+         WHERE id = $5 AND owner = $6 AND received = $7 AND expires_ms > $8",
     )
-    .bind(to_i64(size))
-    .bind(expires_ms)
-    .bind(length.map(to_i64))
+    .bind(to_i64(checkpoint.received))
+    .bind(checkpoint.hashed)
+    .bind(checkpoint.expires_ms)
+    .bind(checkpoint.length.map(to_i64))
     .bind(id)
     .bind(owner.id())
-    .bind(to_i64(offset))
+    .bind(to_i64(from))
     .bind(now)
     .execute(&mut **tx)
     .await?;
     if moved.rows_affected() != 1 {
         return Ok(None);
     }
-    if size > 0 {
+    if let Some(part) = checkpoint.part.filter(|part| part.size > 0) {
         sql::query(
-            "INSERT INTO upload_parts (upload_id, offset_at, size, name) VALUES ($1, $2, $3, $4)",
+            "INSERT INTO upload_parts (upload_id, offset_at, size, name, outboard) \
+             VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(id)
-        .bind(to_i64(offset))
-        .bind(to_i64(size))
-        .bind(name)
+        .bind(to_i64(part.offset))
+        .bind(to_i64(part.size))
+        .bind(&part.name)
+        .bind(to_i64(part.outboard))
         .execute(&mut **tx)
         .await?;
     }
@@ -329,20 +346,34 @@ pub(crate) async fn part_count(db: &Database, id: &str) -> Result<u64, VolumeErr
 
 /// The parts of upload `id`, in the order of the file.
 pub(crate) async fn parts(db: &Database, id: &str) -> Result<Vec<UploadPart>, VolumeError> {
-    let rows: Vec<(i64, i64, String)> = sql::query_as(
-        "SELECT offset_at, size, name FROM upload_parts WHERE upload_id = $1 ORDER BY offset_at",
+    let rows: Vec<(i64, i64, String, i64)> = sql::query_as(
+        "SELECT offset_at, size, name, outboard FROM upload_parts WHERE upload_id = $1 \
+         ORDER BY offset_at",
     )
     .bind(id)
     .fetch_all(db.pool())
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(offset, size, name)| UploadPart {
+        .map(|(offset, size, name, outboard)| UploadPart {
             offset: u64::try_from(offset).unwrap_or_default(),
             size: u64::try_from(size).unwrap_or_default(),
             name,
+            outboard: u64::try_from(outboard).unwrap_or_default(),
         })
         .collect())
+}
+
+/// Forget the recorded parts of tus upload `id` (joined into its file).
+pub(crate) async fn forget_parts(db: &Database, id: &str) -> Result<(), VolumeError> {
+    db.write(async |tx: &mut WriteTx| {
+        sql::query("DELETE FROM upload_parts WHERE upload_id = $1")
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    })
+    .await
 }
 
 /// Forget upload `id` (of `owner`, when given; only if it has expired,

@@ -9,19 +9,18 @@
 //! holds more than a chunk or two of any body.
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
-use futures_util::StreamExt as _;
+use bytes::Bytes;
 use wasmtime::component::{Resource, ResourceTable, ResourceTableError};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use volume::{BlobReader, FilePath, Owner, Prefix, StagedBlob, Volume, VolumeError};
+use volume::{BlobReader, FilePath, Owner, Prefix, Volume, VolumeError};
 
 use super::bindings;
-use super::bindings::wasm_storage::storage::body::BodyError;
+use super::bindings::wasm_storage::storage::body::{BodyError, HashState};
 use super::bindings::wasm_storage::storage::types::{self as wit, FileMeta, Listing};
 use super::limiter::MemoryLimiter;
+use super::upload::{Upload, staging_error};
 
 /// The data of every store.
 pub struct HostState {
@@ -140,129 +139,6 @@ impl WasiView for HostState {
     }
 }
 
-/// An upload's body, read from the client only as the guest asks for it.
-#[derive(Debug)]
-pub struct Upload {
-    body: axum::body::BodyDataStream,
-    /// What a protocol keeps in the file's row beside the content, made
-    /// once the body is read to its end (S3: the MD5 and checksums),
-    /// written in the transaction that stores the file.
-    describe: Option<Describe>,
-    /// Where each chunk goes on its way to the guest; taken by `volume.put`.
-    staged: Option<StagedBlob>,
-    /// The upload whose parts this body is (their bytes count against the
-    /// quota until the file is stored, not beside it).
-    completes: Option<String>,
-    /// The object lock the write asks for (S3's headers).
-    lock: Option<volume::VersionLock>,
-    /// Most bytes the body may have.
-    limit: u64,
-    received: u64,
-    /// Read from the socket, not yet given to the guest.
-    pending: Bytes,
-    ended: bool,
-    /// When the guest first asked for bytes.
-    started: Option<Instant>,
-}
-
-/// Makes what S3 keeps of an object, once its body was read to its end.
-pub struct Describe(pub Box<dyn FnOnce() -> Option<String> + Send>);
-
-impl std::fmt::Debug for Describe {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Describe(..)")
-    }
-}
-
-impl Upload {
-    /// Keep what `describe` makes (once the body has ended) in the file's
-    /// row.
-    pub fn described(mut self, describe: Describe) -> Self {
-        self.describe = Some(describe);
-        self
-    }
-
-    /// The body is the parts of upload `id`, completing it.
-    pub fn completing(mut self, id: String) -> Self {
-        self.completes = Some(id);
-        self
-    }
-
-    /// The file is stored under `lock` (else its bucket's default).
-    pub fn locked(mut self, lock: volume::VersionLock) -> Self {
-        self.lock = Some(lock);
-        self
-    }
-
-    /// `body` as the client sends it, at most `limit` bytes, staged in
-    /// `staged` as it passes.
-    pub fn new(body: axum::body::Body, limit: u64, staged: StagedBlob) -> Self {
-        Self {
-            body: body.into_data_stream(),
-            describe: None,
-            staged: Some(staged),
-            completes: None,
-            lock: None,
-            limit,
-            received: 0,
-            pending: Bytes::new(),
-            ended: false,
-            started: None,
-        }
-    }
-
-    /// Up to `max` bytes: as many frames as it takes, or what is left.
-    async fn read(&mut self, max: usize, pace: Pace) -> Result<Vec<u8>, BodyError> {
-        let started = *self.started.get_or_insert_with(Instant::now);
-        let mut chunk = BytesMut::new();
-        while chunk.len() < max {
-            if self.pending.is_empty() {
-                if self.ended {
-                    break;
-                }
-                let moved = self.received + chunk.len() as u64;
-                let (deadline, slowness) = pace.deadline(started, moved);
-                match tokio::time::timeout_at(deadline.into(), self.body.next()).await {
-                    Err(_) => return Err(BodyError::TimedOut(slowness.describe("sent"))),
-                    Ok(None) => {
-                        self.ended = true;
-                        continue;
-                    }
-                    Ok(Some(Err(error))) => {
-                        return Err(BodyError::Aborted(format!(
-                            "could not read the request body: {error}"
-                        )));
-                    }
-                    Ok(Some(Ok(frame))) => self.pending = frame,
-                }
-            }
-            let take = self.pending.len().min(max - chunk.len());
-            chunk.extend_from_slice(&self.pending.split_to(take));
-        }
-        self.received += chunk.len() as u64;
-        if self.received > self.limit {
-            return Err(BodyError::TooLarge(self.limit));
-        }
-        self.staged()?.write(&chunk).await.map_err(staging_error)?;
-        Ok(chunk.into())
-    }
-
-    /// Where the upload's bytes (and its outboard) are staged until stored.
-    fn staged(&mut self) -> Result<&mut StagedBlob, BodyError> {
-        self.staged
-            .as_mut()
-            .ok_or_else(|| BodyError::Internal("the upload was already stored".into()))
-    }
-}
-
-/// A failure to stage an upload's bytes, as the guest sees it.
-fn staging_error(error: VolumeError) -> BodyError {
-    match error {
-        VolumeError::NoSpace => BodyError::NoSpace,
-        other => internal_body_error(other),
-    }
-}
-
 /// A stored file's content, read as the guest asks for it.
 #[derive(Debug)]
 pub struct Content {
@@ -301,6 +177,45 @@ impl bindings::wasm_storage::storage::body::HostUpload for HostState {
             .write_outboard(&piece)
             .await
             .map_err(staging_error)
+    }
+
+    async fn checkpoint(
+        &mut self,
+        upload: Resource<Upload>,
+        state: HashState,
+    ) -> Result<(), BodyError> {
+        let upload = self.table.get_mut(&upload).map_err(internal_body_error)?;
+        let Some(resumable) = upload.resumable.as_mut() else {
+            // A whole upload keeps no states.
+            return Ok(());
+        };
+        let staged = upload
+            .staged
+            .as_mut()
+            .ok_or_else(|| BodyError::Internal("the upload was already stored".into()))?;
+        let state = storage_handler::hashes::HashState::from(state);
+        let text = state.encode();
+        let hashed = volume::appending::HashedAt {
+            text: &text,
+            offset: state.offset(),
+            outboard_len: state.outboard_len(),
+        };
+        match self
+            .volume
+            .checkpoint_upload(
+                &mut resumable.log,
+                staged,
+                hashed,
+                resumable.length,
+                resumable.expires_ms,
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Refused (the upload moved on, the quota): the service says why.
+            Err(VolumeError::UploadMovedOn(why)) => Err(BodyError::Aborted(why)),
+            Err(error) => Err(staging_error(error)),
+        }
     }
 
     async fn drop(&mut self, upload: Resource<Upload>) -> wasmtime::Result<()> {
@@ -411,7 +326,7 @@ impl bindings::wasm_storage::storage::body::HostResponse for HostState {
     }
 }
 
-fn internal_body_error(error: impl std::fmt::Display) -> BodyError {
+pub(super) fn internal_body_error(error: impl std::fmt::Display) -> BodyError {
     tracing::error!(%error, "body transfer failed");
     BodyError::Internal(error.to_string())
 }

@@ -23,6 +23,7 @@ pub mod host;
 mod limiter;
 mod native;
 mod stream;
+pub mod upload;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,10 +40,11 @@ use volume::{Owner, Volume};
 
 use crate::budget::{MemoryBudget, Reservation};
 use host::HostState;
-pub use host::{Describe, Pace, ResponseSink, Upload};
+pub use host::{Pace, ResponseSink};
 use limiter::{MemoryLimiter, Refusal};
 use native::NativeHandler;
 pub use stream::{Cut, PacedSender, Slowness, paced_body};
+pub use upload::{Describe, Upload};
 
 /// Bindings generated from `wit/storage.wit`.
 pub mod bindings {
@@ -60,7 +62,7 @@ pub mod bindings {
         exports: { default: async },
         additional_derives: [PartialEq],
         with: {
-            "wasm-storage:storage/body.upload": super::host::Upload,
+            "wasm-storage:storage/body.upload": super::upload::Upload,
             "wasm-storage:storage/body.content": super::host::Content,
             "wasm-storage:storage/body.response": super::host::ResponseSink,
         },
@@ -69,11 +71,12 @@ pub mod bindings {
 
 use bindings::{Storage, StoragePre};
 
+pub use storage_handler::hashes::HashState;
 /// The values of a call, in the project's own types: the WIT bindings
 /// never leave this module.
 pub use storage_handler::types::{
-    BodyError, ByteRange, FetchBody, FetchRequest, HandlerError, IfRange, StoreRequest,
-    VolumeError as GuestVolumeError,
+    AppendRequest, BodyError, ByteRange, FetchBody, FetchRequest, FileEnd, HandlerError, IfRange,
+    StoreRequest, VolumeError as GuestVolumeError,
 };
 
 /// What a fetch prepared: the file's row and what `send_body` will send.
@@ -346,6 +349,38 @@ impl HandlerInstance {
         Ok(self
             .classify(outcome)?
             .map(|meta| own_meta(meta.into()))
+            .map_err(Into::into))
+    }
+
+    /// Run one request's share of a resumable upload (`upload` replays
+    /// what the upload kept past `request.resume`, then the client's
+    /// bytes): its states recorded on the way, its file stored if its last
+    /// byte came (`Some`).
+    pub async fn append(
+        &mut self,
+        owner: Owner,
+        request: AppendRequest,
+        upload: Upload,
+    ) -> CallResult<Option<volume::FileMeta>> {
+        self.start_call(owner);
+        let request = request.into();
+        let body = self.store.data_mut().push(upload).map_err(trap)?;
+        let outcome = match &self.code {
+            Code::Wasm(bindings) => {
+                let borrowed = Resource::new_borrow(body.rep());
+                bindings
+                    .wasm_storage_storage_handler()
+                    .call_append(&mut self.store, &request, borrowed)
+                    .await
+            }
+            Code::Native(_) => {
+                Ok(NativeHandler::append(self.store.data_mut(), request, &body).await)
+            }
+        };
+        drop(self.store.data_mut().remove(body));
+        Ok(self
+            .classify(outcome)?
+            .map(|stored| stored.map(|meta| own_meta(meta.into())))
             .map_err(Into::into))
     }
 

@@ -22,7 +22,8 @@ use super::bindings::wasm_storage::storage::body::{
 };
 use super::bindings::wasm_storage::storage::types as wit_types;
 use super::bindings::wasm_storage::storage::volume::Host as _;
-use super::host::{Content, HostState, ResponseSink, Upload};
+use super::host::{Content, HostState, ResponseSink};
+use super::upload::Upload;
 
 storage_handler::wit_conversions!();
 
@@ -42,6 +43,17 @@ impl NativeHandler {
         storage_handler::put(&mut Native(state), request.into(), body)
             .await
             .map(Into::into)
+            .map_err(Into::into)
+    }
+
+    pub(super) async fn append(
+        state: &mut HostState,
+        request: wit_handler::AppendRequest,
+        body: &Resource<Upload>,
+    ) -> Result<Option<wit_types::FileMeta>, wit_handler::HandlerError> {
+        storage_handler::append(&mut Native(state), request.into(), body)
+            .await
+            .map(|stored| stored.map(Into::into))
             .map_err(Into::into)
     }
 
@@ -119,6 +131,16 @@ impl storage_handler::Host for Native<'_> {
         piece: &[u8],
     ) -> Result<(), plain::BodyError> {
         HostUpload::keep_outboard(self.0, borrow(upload), piece.to_vec())
+            .await
+            .map_err(Into::into)
+    }
+
+    async fn checkpoint(
+        &mut self,
+        upload: &Resource<Upload>,
+        state: &storage_handler::hashes::HashState,
+    ) -> Result<(), plain::BodyError> {
+        HostUpload::checkpoint(self.0, borrow(upload), state.into())
             .await
             .map_err(Into::into)
     }

@@ -64,6 +64,54 @@ impl LocalBlobs {
         self.write_to(self.part_path(upload, name), staged).await
     }
 
+    /// Resumable upload `upload`'s own files (its content, and its
+    /// outboard beside it), taken for one request (a lock on the content
+    /// file, released when it closes; `UploadBusy` while another holds
+    /// it), cut back to the `recorded` bytes and `outboard_len` bytes of
+    /// outboard its record says are kept (what came after was never
+    /// recorded), open for appending. Content linked into a blob already
+    /// (a completion whose record failed) is copied first, so the blob is
+    /// never cut.
+    pub(crate) async fn kept_upload(
+        &self,
+        tmp: &Path,
+        upload: &str,
+        recorded: u64,
+        outboard_len: u64,
+    ) -> Result<StagedBlob, VolumeError> {
+        let dir = self.root.join(UPLOADS).join(upload);
+        let uploads = self.root.join(UPLOADS);
+        let id = upload.to_owned();
+        let (content, outboard) = blocking(move || {
+            let error = |e| VolumeError::io("opening an upload's file", e);
+            if !dir.exists() {
+                fs::create_dir_all(&dir).map_err(error)?;
+                sync_dir(&uploads)?;
+            }
+            let content_path = dir.join(crate::appending::CONTENT);
+            let mut content = open_rw(&content_path)?;
+            match content.try_lock() {
+                Ok(()) => {}
+                Err(fs::TryLockError::WouldBlock) => return Err(VolumeError::UploadBusy(id)),
+                Err(fs::TryLockError::Error(e)) => return Err(error(e)),
+            }
+            if std::os::unix::fs::MetadataExt::nlink(&content.metadata().map_err(error)?) > 1 {
+                content = unlinked(&dir, &content_path, &content)?;
+            }
+            let outboard_path = dir.join("outboard");
+            let outboard = open_rw(&outboard_path)?;
+            let content_len = cut_back(&content, recorded)?;
+            let outboard_len = cut_back(&outboard, outboard_len)?;
+            sync_dir(&dir)?;
+            Ok((
+                (content, content_path, content_len),
+                (outboard, outboard_path, outboard_len),
+            ))
+        })
+        .await?;
+        Ok(StagedBlob::kept(tmp, content, outboard))
+    }
+
     /// Part `name` of upload `upload`, opened for reading; `None` if absent.
     pub(crate) async fn open_part(
         &self,
@@ -300,6 +348,48 @@ impl LocalBlobs {
         })
         .await
     }
+}
+
+/// `path`, opened to read and write (made if missing).
+fn open_rw(path: &Path) -> Result<File, VolumeError> {
+    fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| VolumeError::io("opening an upload's file", e))
+}
+
+/// Cut `file` back to `len` bytes if it is longer, and place its cursor at
+/// its end; its length then.
+fn cut_back(file: &File, len: u64) -> Result<u64, VolumeError> {
+    let error = |e| VolumeError::io("cutting an upload's file back", e);
+    let now = file.metadata().map_err(error)?.len();
+    if now > len {
+        file.set_len(len).map_err(error)?;
+    }
+    let mut cursor = file;
+    io::Seek::seek(&mut cursor, io::SeekFrom::End(0)).map_err(error)?;
+    Ok(now.min(len))
+}
+
+/// A copy of `file` (at `path`, in `dir`) renamed over it and locked: the
+/// old one stays whole under its other names.
+fn unlinked(dir: &Path, path: &Path, file: &File) -> Result<File, VolumeError> {
+    let error = |e| VolumeError::io("copying an upload's file", e);
+    let (mut copy, copy_path) = make_temp_file(dir)?;
+    let mut from = file;
+    io::Seek::seek(&mut from, io::SeekFrom::Start(0)).map_err(error)?;
+    io::copy(&mut from, &mut copy).map_err(error)?;
+    copy.sync_all().map_err(error)?;
+    copy_path
+        .persist(path)
+        .map_err(|e| VolumeError::io("copying an upload's file", e.error))?;
+    let copy = open_rw(path)?;
+    copy.try_lock()
+        .map_err(|_| VolumeError::UploadBusy("being copied".into()))?;
+    Ok(copy)
 }
 
 fn sync_dir(dir: &Path) -> Result<(), VolumeError> {

@@ -25,6 +25,7 @@ use std::str::FromStr;
 pub use self::object::S3Settings;
 pub use self::reader::BlobReader;
 use self::shared::ListedBlob;
+pub(crate) use self::staged::KeptPart;
 pub use self::staged::StagedBlob;
 pub(crate) use self::staged::clear_temp;
 use crate::error::VolumeError;

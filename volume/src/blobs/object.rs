@@ -138,8 +138,71 @@ impl ObjectBlobs {
         digest: &Digest,
         staged: &mut StagedBlob,
     ) -> Result<(), VolumeError> {
+        if staged.earlier().is_some() {
+            return self.compose(&self.key(digest), staged).await;
+        }
         self.upload(&self.key(digest), staged, PutMode::Create)
             .await
+    }
+
+    /// The blob of a resumable upload kept in parts, `staged` its last
+    /// bytes: every part's content, then every outboard, in one multipart
+    /// upload, read from the store a part at a time (not hashed again).
+    async fn compose(&self, key: &ObjectPath, staged: &mut StagedBlob) -> Result<(), VolumeError> {
+        let (upload, parts) = staged
+            .earlier()
+            .map(|(upload, parts)| (upload.to_owned(), parts.to_vec()))
+            .unwrap_or_default();
+        let last_len = staged.len();
+        let last = match staged.staged().await? {
+            Staged::Memory { bytes, .. } => Last::Memory(Bytes::copy_from_slice(bytes)),
+            Staged::File(path) => Last::File(path.to_path_buf()),
+        };
+        // (object, from, to): the contents, then the outboards.
+        let mut pieces = Vec::new();
+        for part in &parts {
+            pieces.push((Some(self.part_key(&upload, &part.name)), 0, part.size));
+        }
+        pieces.push((None, 0, last_len));
+        for part in &parts {
+            let end = part.size + part.outboard;
+            pieces.push((Some(self.part_key(&upload, &part.name)), part.size, end));
+        }
+        pieces.push((None, last_len, u64::MAX));
+        let mut writer = object_store::WriteMultipart::new_with_chunk_size(
+            self.store.put_multipart(key).await?,
+            SINGLE_PUT_MAX,
+        );
+        let sent = async {
+            for (object, from, to) in pieces {
+                match object {
+                    Some(object) => {
+                        let mut at = from;
+                        while at < to {
+                            let end = to.min(at + SINGLE_PUT_MAX as u64);
+                            writer.wait_for_capacity(2).await?;
+                            writer.write(&self.store.get_range(&object, at..end).await?);
+                            at = end;
+                        }
+                    }
+                    None => last.copy(&mut writer, from, to).await?,
+                }
+            }
+            Ok::<(), VolumeError>(())
+        }
+        .await;
+        match sent {
+            Ok(()) => {
+                writer.finish().await?;
+                Ok(())
+            }
+            Err(error) => {
+                if let Err(abort) = writer.abort().await {
+                    tracing::warn!(%abort, "could not abort a multipart upload");
+                }
+                Err(error)
+            }
+        }
     }
 
     /// The key of part `name` of upload `upload`.
@@ -342,6 +405,52 @@ impl ObjectBlobs {
                 })
             })
             .collect())
+    }
+}
+
+/// A composed blob's last bytes, staged here.
+enum Last {
+    Memory(Bytes),
+    File(std::path::PathBuf),
+}
+
+impl Last {
+    /// Bytes `from..to` (to the end at most) into `writer`.
+    async fn copy(
+        &self,
+        writer: &mut object_store::WriteMultipart,
+        from: u64,
+        to: u64,
+    ) -> Result<(), VolumeError> {
+        match self {
+            Self::Memory(bytes) => {
+                let len = bytes.len() as u64;
+                let (from, to) = (from.min(len), to.min(len));
+                writer.write(&bytes[from as usize..to as usize]);
+            }
+            Self::File(path) => {
+                use tokio::io::AsyncSeekExt as _;
+                let mut file = tokio::fs::File::open(path)
+                    .await
+                    .map_err(|e| VolumeError::io("reading a staged blob", e))?;
+                file.seek(std::io::SeekFrom::Start(from))
+                    .await
+                    .map_err(|e| VolumeError::io("reading a staged blob", e))?;
+                let mut left = to - from;
+                let mut piece = vec![0; SINGLE_PUT_MAX];
+                while left > 0 {
+                    let want = piece.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+                    let filled = fill(&mut file, &mut piece[..want]).await?;
+                    if filled == 0 {
+                        break;
+                    }
+                    writer.wait_for_capacity(2).await?;
+                    writer.write(&piece[..filled]);
+                    left -= filled as u64;
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -1,5 +1,6 @@
 //! An upload's bytes while they arrive: in memory while they are few, then
-//! in a local temp file.
+//! in a local temp file; or, for a resumable upload on a local store, in
+//! the upload's own files, appended in place over many requests.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,35 @@ pub struct StagedBlob {
     outboard: Option<Box<StagedBlob>>,
     /// Bytes of outboard appended to `place` after the content.
     appended: u64,
+    /// The parts a resumable upload kept in an object store before these
+    /// bytes, which the blob is made of first (`upload`'s, in order).
+    earlier: Option<(String, Vec<KeptPart>)>,
+}
+
+/// A resumable upload's part in an object store: its content, then the
+/// outboard written while it arrived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KeptPart {
+    pub(crate) name: String,
+    pub(crate) size: u64,
+    pub(crate) outboard: u64,
+}
+
+/// A staged file's name: a temp file's, removed with it, or a resumable
+/// upload's own, which stays until the upload goes.
+#[derive(Debug)]
+enum StagedPath {
+    Temp(TempPath),
+    Kept(PathBuf),
+}
+
+impl StagedPath {
+    fn as_path(&self) -> &Path {
+        match self {
+            Self::Temp(path) => path,
+            Self::Kept(path) => path,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -33,7 +63,7 @@ enum Place {
     Memory(Vec<u8>),
     File {
         file: tokio::fs::File,
-        path: TempPath,
+        path: StagedPath,
         /// Flushed and fsynced since the last write.
         synced: bool,
     },
@@ -57,7 +87,105 @@ impl StagedBlob {
             len: 0,
             outboard: None,
             appended: 0,
+            earlier: None,
         }
+    }
+
+    /// A resumable upload's own files, `content` and `outboard` (of
+    /// `len` and `outboard_len` bytes, open for appending at their ends):
+    /// what comes is appended in place, and the blob is linked from them.
+    pub(crate) fn kept(
+        tmp: &Path,
+        content: (fs::File, PathBuf, u64),
+        outboard: (fs::File, PathBuf, u64),
+    ) -> Self {
+        let file = |(file, path, _): (fs::File, PathBuf, u64)| Place::File {
+            file: tokio::fs::File::from_std(file),
+            path: StagedPath::Kept(path),
+            synced: true,
+        };
+        let outboard_len = outboard.2;
+        let outboard = Self {
+            len: outboard_len,
+            place: file(outboard),
+            ..Self::new(tmp)
+        };
+        Self {
+            len: content.2,
+            place: file(content),
+            outboard: Some(Box::new(outboard)),
+            ..Self::new(tmp)
+        }
+    }
+
+    /// These bytes follow `parts` of `upload`, kept in an object store:
+    /// the blob is made of those, then these.
+    pub(crate) fn after_parts(&mut self, upload: &str, parts: Vec<KeptPart>) {
+        self.earlier = Some((upload.to_owned(), parts));
+    }
+
+    /// The parts these bytes follow, if any.
+    pub(crate) fn earlier(&self) -> Option<(&str, &[KeptPart])> {
+        self.earlier
+            .as_ref()
+            .map(|(upload, parts)| (upload.as_str(), parts.as_slice()))
+    }
+
+    /// Bytes of the content the blob is made of: the parts it follows,
+    /// then these.
+    pub fn content_len(&self) -> u64 {
+        self.earlier.as_ref().map_or(0, |(_, parts)| {
+            parts.iter().map(|part| part.size).sum::<u64>()
+        }) + self.len
+    }
+
+    /// Bytes of outboard staged (not yet appended).
+    pub(crate) fn outboard_len(&self) -> u64 {
+        self.outboard.as_ref().map_or(0, |outboard| outboard.len)
+    }
+
+    /// Cut what is staged back to `len` bytes and the outboard to
+    /// `outboard_len` (a resumable upload's own files, when what came
+    /// after its record was refused).
+    pub(crate) async fn cut_back(
+        &mut self,
+        len: u64,
+        outboard_len: u64,
+    ) -> Result<(), VolumeError> {
+        if let Some(outboard) = &mut self.outboard {
+            Box::pin(outboard.cut_back(outboard_len, 0)).await?;
+        }
+        if let Place::File { file, .. } = &mut self.place
+            && self.len > len
+        {
+            use tokio::io::AsyncSeekExt as _;
+            let error = |e| VolumeError::io("cutting an upload back", e);
+            file.flush().await.map_err(error)?;
+            file.set_len(len).await.map_err(error)?;
+            file.seek(std::io::SeekFrom::End(0)).await.map_err(error)?;
+            self.len = len;
+        }
+        Ok(())
+    }
+
+    /// Make what is staged so far durable where it is (a file's data, and
+    /// its outboard's): a resumable upload's checkpoint.
+    pub(crate) async fn sync(&mut self) -> Result<(), VolumeError> {
+        if let Some(outboard) = &mut self.outboard {
+            Box::pin(outboard.sync()).await?;
+        }
+        if let Place::File { file, synced, .. } = &mut self.place
+            && !*synced
+        {
+            file.flush()
+                .await
+                .map_err(|e| VolumeError::io("writing an upload", e))?;
+            file.sync_data()
+                .await
+                .map_err(|e| VolumeError::io("syncing an upload", e))?;
+            *synced = true;
+        }
+        Ok(())
     }
 
     /// Append `chunk` to the content.
@@ -139,7 +267,7 @@ impl StagedBlob {
                 }
                 self.place = Place::File {
                     file,
-                    path,
+                    path: StagedPath::Temp(path),
                     synced: false,
                 };
             }
@@ -181,7 +309,7 @@ impl StagedBlob {
                         .map_err(|e| VolumeError::io("syncing a blob", e))?;
                     *synced = true;
                 }
-                Ok(Staged::File(path))
+                Ok(Staged::File(path.as_path()))
             }
         }
     }

@@ -308,3 +308,49 @@ macro_rules! suite {
     };
 }
 use suite;
+
+/// Append `bytes` at `offset` to `owner`'s tus upload `id`, as one request
+/// with no hashes (the service's part is elsewhere): kept and recorded,
+/// with its `length` if it had none. `None` when the upload is elsewhere
+/// or gone, or moved on meanwhile.
+async fn append_bytes(
+    volume: &Volume,
+    owner: Owner,
+    id: &str,
+    offset: u64,
+    bytes: &[u8],
+    length: Option<u64>,
+    expires_ms: i64,
+) -> Result<Option<crate::uploads::Upload>, VolumeError> {
+    let Some(upload) = volume.find_upload(owner, id).await? else {
+        return Ok(None);
+    };
+    if upload.received != offset {
+        return Ok(None);
+    }
+    let mut appending = volume.resume_upload(&upload, 0, 0).await?;
+    let refusals = appending.log.refusals();
+    appending.staged.write(bytes).await?;
+    let hashed = crate::appending::HashedAt {
+        text: "",
+        offset: 0,
+        outboard_len: 0,
+    };
+    match volume
+        .checkpoint_upload(
+            &mut appending.log,
+            &mut appending.staged,
+            hashed,
+            length,
+            expires_ms,
+        )
+        .await
+    {
+        Ok(_) => volume.find_upload(owner, id).await,
+        Err(error) => match refusals.take() {
+            Some(VolumeError::UploadMovedOn(_)) => Ok(None),
+            Some(refused) => Err(refused),
+            None => Err(error),
+        },
+    }
+}

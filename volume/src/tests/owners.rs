@@ -410,11 +410,25 @@ async fn fill(volume: &Volume, owner: Owner, tag: &str) -> Vec<String> {
         let mut staged = volume.stage();
         staged.write(b"part").await.unwrap();
         let kept = match kind {
-            crate::uploads::UploadKind::Tus => volume
-                .append_upload(owner, &id, 0, staged, None, in_an_hour)
-                .await
-                .unwrap()
-                .is_some(),
+            crate::uploads::UploadKind::Tus => {
+                let kept = append_bytes(volume, owner, &id, 0, b"part", None, in_an_hour)
+                    .await
+                    .unwrap()
+                    .is_some();
+                if volume.upload_parts(&id).await.unwrap().is_empty() {
+                    // Appended in place (a local store): a part row as one
+                    // kept before that was, so the table is filled too.
+                    crate::db::sql::query(
+                        "INSERT INTO upload_parts (upload_id, offset_at, size, name) \
+                         VALUES ($1, 0, 4, 'legacy')",
+                    )
+                    .bind(&id)
+                    .execute(volume.db().pool())
+                    .await
+                    .unwrap();
+                }
+                kept
+            }
             crate::uploads::UploadKind::Multipart => volume
                 .store_multipart_part(owner, &id, 1, staged, "e".into(), String::new(), in_an_hour)
                 .await
