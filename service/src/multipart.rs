@@ -1,14 +1,26 @@
 //! Uploads in numbered parts (S3 multipart): parts arrive in any order,
 //! over any number of requests and gateways, may be sent again, and are
-//! chosen when the upload completes; the file is then sent through an
-//! instance from the chosen parts, like any upload (hashed, verified,
-//! stored atomically at its path). What a part's number, ETag and
+//! chosen when the upload completes. What a part's number, ETag and
 //! checksum mean is the protocol's; this keeps them.
+//!
+//! A part that comes in order (the next number after parts 1..k, all
+//! appended so) is appended where the upload keeps its bytes and hashed
+//! as it comes, like a tus PATCH (`volume::appending`); any other is kept
+//! as a part of its own. A completion that chooses the appended parts,
+//! then any others, takes up the hashes where the appended parts left
+//! them and reads each other part once: parts sent in order are never
+//! read or written again. Any other choice (or a whole-content checksum,
+//! which must see every byte) streams the chosen parts through an
+//! instance as one upload.
 
 use axum::body::Body;
 use bytes::Bytes;
 use futures_util::Stream;
 
+use storage_host::runtime::{
+    AppendRequest, Describe, FileEnd, HashState, StoreRequest, Upload as UploadBody,
+};
+use volume::appending::{APPENDED, Appending, Numbered};
 use volume::uploads::{MultipartPart, NewUpload, Upload, UploadKind};
 use volume::{FileMeta, FilePath};
 
@@ -88,7 +100,7 @@ impl FileService {
         S: Stream<Item = Result<Bytes, E>> + Send + Unpin + 'static,
         E: std::fmt::Display + 'static,
         I: Inspect,
-        D: FnOnce(I::Passed) -> (String, String),
+        D: FnOnce(I::Passed) -> (String, String) + Send + Sync + 'static,
     {
         if !(1..=MAX_PARTS).contains(&number) {
             return Err(
@@ -119,6 +131,16 @@ impl FileService {
                 room = left;
                 by_quota = true;
             }
+        }
+        if let Some(appending) = self.in_order(upload, number, &parts).await? {
+            let part = Part {
+                number,
+                room,
+                by_quota,
+            };
+            return self
+                .append_part(caller, upload, part, appending, body, inspector, describe)
+                .await;
         }
         let (body, verdict) = inspect(body, inspector);
         let staged = self
@@ -201,6 +223,17 @@ impl FileService {
         D: FnOnce(I::Passed) -> (Option<String>, T) + Send + 'static,
     {
         let path = FilePath::parse(&upload.path)?;
+        if !inspector.sees_bytes()
+            && let Some(rest) = self.after_appended(upload, &parts).await?
+        {
+            let stored = self
+                .complete_appended(caller, upload, &parts, rest, inspector, describe, lock)
+                .await;
+            if stored.is_ok() {
+                self.forget_upload(&upload.id).await;
+            }
+            return stored;
+        }
         let declared = parts.iter().map(|part| part.size).sum();
         let options = StoreOptions {
             declared: Some(declared),
@@ -213,12 +246,16 @@ impl FileService {
                 caller, &path, options, &upload.id, parts, inspector, describe,
             )
             .await;
-        if stored.is_ok()
-            && let Err(error) = self.volume.remove_upload(None, &upload.id).await
-        {
-            tracing::warn!(id = %upload.id, %error, "could not remove a finished upload");
+        if stored.is_ok() {
+            self.forget_upload(&upload.id).await;
         }
         stored
+    }
+
+    async fn forget_upload(&self, id: &str) {
+        if let Err(error) = self.volume.remove_upload(None, id).await {
+            tracing::warn!(%id, %error, "could not remove a finished upload");
+        }
     }
 
     /// Abort `caller`'s multipart upload `id` and free its parts.
@@ -226,4 +263,238 @@ impl FileService {
         self.find_multipart(caller, id).await?;
         self.remove_upload(caller, id).await
     }
+
+    /// `upload` taken up to append part `number` in order, if it comes in
+    /// order: parts 1 to `number - 1` are there, all appended, and no
+    /// other request holds the upload (else it is kept as a part of its
+    /// own).
+    async fn in_order(
+        &self,
+        upload: &Upload,
+        number: u32,
+        parts: &[MultipartPart],
+    ) -> Result<Option<Appending>, ServiceError> {
+        let appended = parts.iter().all(|part| part.name.starts_with(APPENDED));
+        let numbered = parts
+            .iter()
+            .zip(1..)
+            .all(|(part, expected)| part.number == expected);
+        let bytes: u64 = parts.iter().map(|part| part.size).sum();
+        if !(appended && numbered) || number as usize != parts.len() + 1 || bytes != upload.received
+        {
+            return Ok(None);
+        }
+        let resume = HashState::decode(&upload.hashed).unwrap_or_default();
+        match self
+            .volume
+            .resume_upload(upload, resume.offset(), resume.outboard_len())
+            .await
+        {
+            Ok(appending) => Ok(Some(appending)),
+            Err(volume::VolumeError::UploadBusy(_)) => Ok(None),
+            Err(error) => Err(ServiceError::from_volume(error, &upload.id)),
+        }
+    }
+
+    /// Append `body` as part `part.number` of `upload`, in order, through
+    /// an instance that takes up the upload's hashes; recorded with its
+    /// ETag and checksum once `inspector` passed it.
+    #[allow(clippy::too_many_arguments)]
+    async fn append_part<S, E, I, D>(
+        &self,
+        caller: &Caller,
+        upload: &Upload,
+        part: Part,
+        mut appending: Appending,
+        body: S,
+        inspector: I,
+        describe: D,
+    ) -> Result<MultipartPart, Refusal<I::Refused>>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Send + Unpin + 'static,
+        E: std::fmt::Display + 'static,
+        I: Inspect,
+        D: FnOnce(I::Passed) -> (String, String) + Send + Sync + 'static,
+    {
+        let (body, verdict) = inspect(body, inspector);
+        let passed = verdict.clone();
+        appending.log.numbering(Numbered {
+            number: part.number,
+            describe: Box::new(move || passed.take_passed().map(describe)),
+        });
+        let refusals = appending.log.refusals();
+        let resume = HashState::decode(&upload.hashed).unwrap_or_default();
+        let request = AppendRequest {
+            store: self.store_request(upload),
+            resume,
+            ends: FileEnd::Later,
+            head: std::mem::take(&mut appending.head),
+            checkpoint_every: 0,
+        };
+        let body = UploadBody::resuming(
+            Body::from_stream(body),
+            part.room,
+            appending,
+            None,
+            expires_after(self.upload_expiry),
+        );
+        let appended = self.run_append(caller, request, body).await?;
+        if let Some(Err(refused)) = verdict.take() {
+            return Err(Refusal::Refused(refused));
+        }
+        if let Some(refused) = refusals.take() {
+            return Err(match refused {
+                // Another part came in order meanwhile: sent again, this
+                // one is kept as a part of its own.
+                volume::VolumeError::UploadMovedOn(_) => ServiceError::Unavailable(
+                    "another part of the upload was stored meanwhile: send this one again".into(),
+                ),
+                other => ServiceError::from_volume(other, &upload.id),
+            }
+            .into());
+        }
+        match appended {
+            Ok(_) => self
+                .multipart_parts(upload)
+                .await?
+                .into_iter()
+                .find(|kept| kept.number == part.number)
+                .ok_or_else(|| ServiceError::BadRequest("the part was refused".into()).into()),
+            Err(error) => Err(match ServiceError::from_handler(error, &upload.path) {
+                ServiceError::BodyTooLarge { limit } if part.by_quota => {
+                    ServiceError::QuotaExceeded(format!(
+                        "the part is larger than the {limit} bytes left of your quota"
+                    ))
+                }
+                other => other,
+            }
+            .into()),
+        }
+    }
+
+    /// The parts `chosen` names after the appended ones it starts with, if
+    /// it starts with every appended part, in order, and names no other
+    /// appended part: what a completion reads (none when the parts came in
+    /// order).
+    async fn after_appended(
+        &self,
+        upload: &Upload,
+        chosen: &[MultipartPart],
+    ) -> Result<Option<Vec<MultipartPart>>, ServiceError> {
+        let appended: Vec<MultipartPart> = self
+            .multipart_parts(upload)
+            .await?
+            .into_iter()
+            .filter(|part| part.name.starts_with(APPENDED))
+            .collect();
+        let bytes: u64 = appended.iter().map(|part| part.size).sum();
+        let (first, rest) = chosen.split_at(appended.len().min(chosen.len()));
+        let usable = !appended.is_empty()
+            && bytes == upload.received
+            && first == appended.as_slice()
+            && rest.iter().all(|part| !part.name.starts_with(APPENDED));
+        Ok(usable.then(|| rest.to_vec()))
+    }
+
+    /// Store `upload`'s file from its appended parts and then `rest`: the
+    /// hashes taken up where the appended parts left them, `rest` read
+    /// once through an instance, the file linked or composed from the
+    /// bytes kept (see [`FileService::complete_multipart`]).
+    #[allow(clippy::too_many_arguments)]
+    async fn complete_appended<I, T, D>(
+        &self,
+        caller: &Caller,
+        upload: &Upload,
+        chosen: &[MultipartPart],
+        rest: Vec<MultipartPart>,
+        mut inspector: I,
+        describe: D,
+        lock: Option<volume::VersionLock>,
+    ) -> Result<(FileMeta, T), ServiceError>
+    where
+        I: Inspect<Refused = std::convert::Infallible>,
+        T: Send + 'static,
+        D: FnOnce(I::Passed) -> (Option<String>, T) + Send + 'static,
+    {
+        let resume = HashState::decode(&upload.hashed).unwrap_or_default();
+        let mut appending = self
+            .volume
+            .resume_upload(upload, resume.offset(), resume.outboard_len())
+            .await
+            .map_err(|error| match error {
+                volume::VolumeError::UploadBusy(_) => ServiceError::Unavailable(
+                    "a part of the upload is being stored: complete it again in a moment".into(),
+                ),
+                other => ServiceError::from_volume(other, &upload.id),
+            })?;
+        let total: u64 = chosen.iter().map(|part| part.size).sum();
+        let Ok(passed) = inspector.ended();
+        let (row, value) = describe(passed);
+        let request = AppendRequest {
+            store: self.store_request(upload),
+            resume,
+            ends: FileEnd::At(total),
+            head: std::mem::take(&mut appending.head),
+            checkpoint_every: 0,
+        };
+        let (bytes, fault) = self.parts_bytes(&upload.id, rest);
+        let mut body = UploadBody::resuming(
+            Body::from_stream(bytes),
+            total - upload.received,
+            appending,
+            None,
+            expires_after(self.upload_expiry),
+        )
+        .completing(upload.id.clone())
+        .described(Describe(Box::new(move || row)));
+        if let Some(lock) = lock {
+            body = body.locked(lock);
+        }
+        let stored = match self.run_append(caller, request, body).await {
+            Ok(Ok(Some(meta))) => Ok(meta),
+            Ok(Ok(None)) => Err(ServiceError::Internal(
+                "the parts did not make the whole upload".into(),
+            )),
+            Ok(Err(error)) => Err(ServiceError::from_handler(error, &upload.path)),
+            Err(error) => Err(error),
+        };
+        fault.blame(stored).map(|meta| (meta, value))
+    }
+
+    /// What storing `upload`'s file asks of an instance.
+    fn store_request(&self, upload: &Upload) -> StoreRequest {
+        StoreRequest {
+            path: upload.path.clone(),
+            content_type: Some(upload.content_type.clone()).filter(|given| !given.is_empty()),
+            create_only: false,
+            window: self.body_window,
+        }
+    }
+
+    /// Run `request` over `body` in an instance for `caller`.
+    async fn run_append(
+        &self,
+        caller: &Caller,
+        request: AppendRequest,
+        body: UploadBody,
+    ) -> Result<Result<Option<FileMeta>, storage_host::runtime::HandlerError>, ServiceError> {
+        let lease = self
+            .pool
+            .lease(self.body_size(None))
+            .await
+            .map_err(ServiceError::from)?;
+        let owner = caller.owner();
+        lease
+            .run(move |instance| Box::pin(instance.append(owner, request, body)))
+            .await
+            .map_err(ServiceError::from)
+    }
+}
+
+/// A part on its way: its number, the bytes it may bring, and whether
+/// the quota set that bound.
+struct Part {
+    number: u32,
+    room: u64,
+    by_quota: bool,
 }

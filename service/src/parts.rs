@@ -105,7 +105,7 @@ impl FileService {
 
     /// The bytes of upload `id`'s `parts`, one after the other, and what
     /// keeps a failure to read them.
-    fn parts_bytes<P: StoredPart>(
+    pub(super) fn parts_bytes<P: StoredPart>(
         &self,
         id: &str,
         parts: Vec<P>,
@@ -143,7 +143,7 @@ impl FileService {
 /// server's (a 5xx, the upload kept), whatever the upload session made of
 /// its body ending early (a client's cut body is a 4xx).
 #[derive(Debug, Clone, Default)]
-struct PartsFault(Arc<Mutex<Option<String>>>);
+pub(super) struct PartsFault(Arc<Mutex<Option<String>>>);
 
 impl PartsFault {
     fn keep(&self, error: &std::io::Error) {
@@ -152,7 +152,7 @@ impl PartsFault {
     }
 
     /// `stored`, unless a part could not be read: then the server's error.
-    fn blame<T>(&self, stored: Result<T, ServiceError>) -> Result<T, ServiceError> {
+    pub(super) fn blame<T>(&self, stored: Result<T, ServiceError>) -> Result<T, ServiceError> {
         match self.0.lock().unwrap_or_else(PoisonError::into_inner).take() {
             Some(error) => Err(ServiceError::Internal(format!(
                 "a part of the upload could not be read: {error}"

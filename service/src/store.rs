@@ -284,6 +284,13 @@ pub trait Inspect: Send + Unpin + 'static {
 
     /// The body ended: what it was, or why it is refused.
     fn ended(&mut self) -> Result<Self::Passed, Self::Refused>;
+
+    /// Whether it makes anything of the bytes it sees (a whole-content
+    /// checksum does): a body stored from bytes kept already, which it
+    /// would not see, cannot be inspected.
+    fn sees_bytes(&self) -> bool {
+        true
+    }
 }
 
 /// A body nothing inspects: it always passes.
@@ -299,6 +306,10 @@ impl Inspect for () {
 
     fn ended(&mut self) -> Result<(), Self::Refused> {
         Ok(())
+    }
+
+    fn sees_bytes(&self) -> bool {
+        false
     }
 }
 
@@ -396,6 +407,18 @@ impl<I: Inspect> Verdict<I> {
     /// What the inspector said, taken.
     pub(super) fn take(&self) -> Option<Said<I>> {
         lock(&self.0).take()
+    }
+
+    /// What the inspector passed the body as, taken; `None` (and what it
+    /// said left) if it did not pass it.
+    pub(super) fn take_passed(&self) -> Option<I::Passed> {
+        match self.take() {
+            Some(Ok(passed)) => Some(passed),
+            other => {
+                self.set(other);
+                None
+            }
+        }
     }
 
     fn set(&self, said: Option<Said<I>>) {

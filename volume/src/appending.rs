@@ -58,6 +58,9 @@ pub struct UploadLog {
     staged_from: u64,
     /// The part the next checkpoint writes is the object store's.
     in_parts: bool,
+    /// The numbered part this request brings, recorded with its
+    /// checkpoint (S3 multipart's, appended in order).
+    numbered: Option<Numbered>,
     /// Why a checkpoint was refused, for whoever answers the client.
     refused: Refusals,
 }
@@ -66,6 +69,12 @@ impl UploadLog {
     /// The bytes recorded so far.
     pub fn recorded(&self) -> u64 {
         self.recorded
+    }
+
+    /// This request brings numbered part `numbered`, recorded with the
+    /// checkpoint at its end.
+    pub fn numbering(&mut self, numbered: Numbered) {
+        self.numbered = Some(numbered);
     }
 
     /// Where a refused checkpoint leaves its reason.
@@ -136,6 +145,27 @@ pub struct HashedAt<'a> {
     pub outboard_len: u64,
 }
 
+/// How a multipart part appended in order is named: `@` and where it
+/// is (its offset in the upload's file on a local store, the kept part's
+/// name on an object store).
+pub const APPENDED: &str = "@";
+
+/// A numbered part (S3 multipart's) a request appends in order, recorded
+/// with its checkpoint: its number, and what makes its ETag and checksum
+/// once its body passed (`None`: it did not, and nothing is recorded).
+pub struct Numbered {
+    pub number: u32,
+    pub describe: Box<dyn FnOnce() -> Option<(String, String)> + Send + Sync>,
+}
+
+impl std::fmt::Debug for Numbered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Numbered")
+            .field("number", &self.number)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The name of a tus upload's file on a local store, under its folder.
 pub(crate) const CONTENT: &str = "content";
 
@@ -157,6 +187,7 @@ impl Volume {
             hashed_outboard: outboard_len,
             staged_from,
             in_parts,
+            numbered: None,
             refused: Refusals::default(),
         };
         let parts = uploads::parts(self.db(), &upload.id).await?;
@@ -282,7 +313,33 @@ impl Volume {
             length,
             expires_ms,
         };
-        let recorded = self.record_checkpoint(log, &checkpoint).await;
+        let numbered = match log.numbered.take() {
+            Some(Numbered { number, describe }) => match describe() {
+                Some((etag, checksum)) => Some(uploads::MultipartPart {
+                    number,
+                    size: received - log.recorded,
+                    etag,
+                    checksum,
+                    name: format!(
+                        "{APPENDED}{}",
+                        part.as_ref()
+                            .map_or_else(|| log.recorded.to_string(), |part| part.name.clone())
+                    ),
+                    created_ms: now_ms(),
+                }),
+                // Its body did not pass: nothing of it is kept.
+                None => {
+                    if let Some(part) = &part {
+                        self.blobs.remove_part(&log.id, &part.name).await?;
+                    }
+                    return Ok(None);
+                }
+            },
+            None => None,
+        };
+        let recorded = self
+            .record_checkpoint(log, &checkpoint, numbered.as_ref())
+            .await;
         match recorded {
             Ok(Some(upload)) => {
                 log.recorded = received;
@@ -325,6 +382,7 @@ impl Volume {
         &self,
         log: &UploadLog,
         checkpoint: &Checkpoint<'_>,
+        numbered: Option<&uploads::MultipartPart>,
     ) -> Result<Option<Upload>, VolumeError> {
         let db = self.db();
         let now = now_ms();
@@ -345,10 +403,48 @@ impl Volume {
             if cost > 0 {
                 quota::check(db, tx, log.owner, quota, quota::Leaving::NOTHING, cost).await?;
             }
-            uploads::record_checkpoint_in(tx, log.owner, &log.id, log.recorded, checkpoint, now)
-                .await
+            let recorded = uploads::record_checkpoint_in(
+                tx,
+                log.owner,
+                &log.id,
+                log.recorded,
+                checkpoint,
+                now,
+            )
+            .await?;
+            if let (Some(_), Some(part)) = (&recorded, numbered) {
+                if uploads::numbered_part_in(tx, &log.id, part.number)
+                    .await?
+                    .is_some()
+                {
+                    // Sent meanwhile as a part of its own: that one stands.
+                    return Ok(None);
+                }
+                uploads::record_numbered_part_in(tx, &log.id, part).await?;
+            }
+            Ok(recorded)
         })
         .await
+    }
+
+    /// Bytes `at..at + size` of multipart upload `id`'s appended parts:
+    /// on a local store, of the upload's file (`at` its offset); on an
+    /// object store, kept part `at`.
+    pub(crate) async fn open_appended_part(
+        &self,
+        id: &str,
+        at: &str,
+        size: u64,
+    ) -> Result<BlobReader, VolumeError> {
+        let missing = || VolumeError::NotFound(format!("part {at} of upload {id}"));
+        let (name, offset) = match &self.blobs {
+            BlobStore::Local(_) => (CONTENT, at.parse().map_err(|_| missing())?),
+            BlobStore::Object(_) => (at, 0),
+        };
+        let mut reader = self.blobs.open_part(id, name).await?.ok_or_else(missing)?;
+        reader.seek(offset);
+        reader.end_at(offset + size);
+        Ok(reader)
     }
 
     /// Join `upload`'s `parts` (kept as parts before uploads were appended

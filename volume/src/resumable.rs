@@ -121,12 +121,17 @@ impl Volume {
         uploads::numbered_parts(self.db(), id).await
     }
 
-    /// Part `part` of multipart upload `id`, opened for reading.
+    /// Part `part` of multipart upload `id`, opened for reading: an
+    /// object of its own, or (named `@…`) appended in order with the
+    /// parts before it (see [`crate::appending`]).
     pub async fn open_multipart_part(
         &self,
         id: &str,
         part: &uploads::MultipartPart,
     ) -> Result<BlobReader, VolumeError> {
+        if let Some(at) = part.name.strip_prefix(crate::appending::APPENDED) {
+            return self.open_appended_part(id, at, part.size).await;
+        }
         self.blobs
             .open_part(id, &part.name)
             .await?

@@ -297,7 +297,8 @@ pub(crate) async fn record_checkpoint_in(
 
 /// The bytes and the parts `owner`'s unexpired uploads keep, leaving out
 /// upload `except` (one being completed), read on `conn`: what they count
-/// against the quota.
+/// against the quota (a numbered part appended in order, `@…`, among the
+/// bytes `received`).
 pub(crate) async fn kept(
     conn: &mut AnyConnection,
     owner: Owner,
@@ -318,7 +319,8 @@ pub(crate) async fn kept(
     .fetch_one(&mut *conn)
     .await?;
     let (numbered, numbered_parts): (Option<i64>, i64) = sql::query_as(
-        "SELECT CAST(COALESCE(SUM(multipart_parts.size), 0) AS BIGINT), COUNT(*) \
+        "SELECT CAST(COALESCE(SUM(CASE WHEN multipart_parts.name LIKE '@%' THEN 0 \
+         ELSE multipart_parts.size END), 0) AS BIGINT), COUNT(*) \
          FROM multipart_parts JOIN uploads ON uploads.id = multipart_parts.upload_id \
          WHERE uploads.owner = $1 AND uploads.id <> $2 AND uploads.expires_ms > $3",
     )

@@ -120,6 +120,12 @@ impl BlobReader {
         }
     }
 
+    /// Read no further than byte `end` (a part of a larger file).
+    pub(crate) fn end_at(&mut self, end: u64) {
+        self.size = self.size.min(end);
+        self.stored = self.size;
+    }
+
     /// Bytes stored after the content: its outboard, if it has one.
     pub fn outboard_len(&self) -> u64 {
         self.stored.saturating_sub(self.size)

@@ -204,4 +204,8 @@ impl Inspect for WholeChecksum {
             composite: false,
         }))
     }
+
+    fn sees_bytes(&self) -> bool {
+        self.0.is_some()
+    }
 }
