@@ -905,6 +905,52 @@ async fn tus_js_client_with_its_default_chunk_size_resumes_without_resending_wha
     .await;
 }
 
+both_backends!(tus_js_client_parallel_uploads_are_joined_into_one_file);
+/// tus-js-client with `parallelUploads: 4` (tus's `concatenation`) sends a
+/// 24 MiB file as four partial uploads side by side, then the final one
+/// that joins them: the file has the right SHA-256, and no upload is left
+/// (the partial uploads went with the join).
+async fn tus_js_client_parallel_uploads_are_joined_into_one_file(kind: BackendKind) {
+    const SIZE: usize = 24 * MIB;
+    let backend = Backend::start(kind, "tus-js-parallel").await;
+    within(CASE_LIMIT, async {
+        let server = backend.server().await;
+        let tus = Tus::new(server.addr);
+        let scratch = tempfile::tempdir().unwrap();
+        let content = random_bytes(SIZE);
+        let file = scratch.path().join("js.bin");
+        std::fs::write(&file, &content).unwrap();
+        let storage = scratch.path().join("tus-urls.json");
+        let node = testsupport::find_tool("node").unwrap();
+        let mut command = Command::new(node);
+        command
+            .arg(script("tus_js_upload.cjs"))
+            .args([
+                "start".to_owned(),
+                tus.endpoint(),
+                file.display().to_string(),
+                storage.display().to_string(),
+                "default".to_owned(),
+                // Never: the upload runs to its end.
+                (SIZE + 1).to_string(),
+            ])
+            .env("NODE_PATH", node_modules())
+            .env("TUS_JS_PARALLEL", "4")
+            .env_remove("TUS_JS_PACE");
+        let report = Report::of(
+            "tus-js-client",
+            run_bounded(command, Duration::from_secs(40)).await,
+        );
+        report.assert_success("tus-js-client's parallel upload");
+        let offsets = report.json["patch_offsets"].as_array().unwrap();
+        assert!(offsets.len() >= 4, "four partial uploads: {}", report.json);
+        tus.assert_stored("js.bin", &content).await;
+        assert_eq!(tus.uploads_in_progress().await, 0.0);
+        server.stop().await;
+    })
+    .await;
+}
+
 // ---------------------------------------------------------------------------
 // 4. PATCHes racing from one offset.
 

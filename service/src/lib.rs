@@ -23,6 +23,7 @@
 //! - `objects`: what S3 needs beside: flat scans of a tree, and what it
 //!   keeps of an object.
 
+mod concat;
 mod configs;
 mod error;
 mod locks;

@@ -291,7 +291,10 @@ impl FileService {
             .await
         {
             Ok(appending) => Ok(Some(appending)),
-            Err(volume::VolumeError::UploadBusy(_)) => Ok(None),
+            // Another part is being appended, or came meanwhile.
+            Err(volume::VolumeError::UploadBusy(_) | volume::VolumeError::UploadMovedOn(_)) => {
+                Ok(None)
+            }
             Err(error) => Err(ServiceError::from_volume(error, &upload.id)),
         }
     }
@@ -422,9 +425,12 @@ impl FileService {
             .resume_upload(upload, resume.offset(), resume.outboard_len())
             .await
             .map_err(|error| match error {
-                volume::VolumeError::UploadBusy(_) => ServiceError::Unavailable(
-                    "a part of the upload is being stored: complete it again in a moment".into(),
-                ),
+                volume::VolumeError::UploadBusy(_) | volume::VolumeError::UploadMovedOn(_) => {
+                    ServiceError::Unavailable(
+                        "a part of the upload is being stored: complete it again in a moment"
+                            .into(),
+                    )
+                }
                 other => ServiceError::from_volume(other, &upload.id),
             })?;
         let total: u64 = chosen.iter().map(|part| part.size).sum();

@@ -146,7 +146,7 @@ impl FileService {
 pub(super) struct PartsFault(Arc<Mutex<Option<String>>>);
 
 impl PartsFault {
-    fn keep(&self, error: &std::io::Error) {
+    pub(super) fn keep(&self, error: &std::io::Error) {
         let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         kept.get_or_insert_with(|| error.to_string());
     }

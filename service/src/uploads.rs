@@ -94,8 +94,22 @@ impl FileService {
             // Said now rather than after every byte is sent.
             return Err(ServiceError::AlreadyExists(path.as_str().to_owned()));
         }
+        self.record_upload(UploadKind::Tus, caller, path, length, options, metadata)
+            .await
+    }
+
+    /// Record a new upload of `kind`.
+    pub(super) async fn record_upload(
+        &self,
+        kind: UploadKind,
+        caller: &Caller,
+        path: &FilePath,
+        length: Option<u64>,
+        options: &StoreOptions,
+        metadata: String,
+    ) -> Result<Upload, ServiceError> {
         let new = NewUpload {
-            kind: UploadKind::Tus,
+            kind,
             owner: caller.owner(),
             path: path.clone(),
             length,
@@ -123,7 +137,7 @@ impl FileService {
             .find_upload(caller.owner(), id)
             .await
             .map_err(|error| ServiceError::from_volume(error, id))?
-            .filter(|upload| upload.kind == UploadKind::Tus)
+            .filter(|upload| matches!(upload.kind, UploadKind::Tus | UploadKind::TusPartial))
             .ok_or_else(|| ServiceError::NotFound(format!("upload {id}")))
     }
 
@@ -154,14 +168,18 @@ impl FileService {
         let length = self.reconciled_length(&upload, length)?;
         let path = FilePath::parse(&upload.path).map_err(ServiceError::from)?;
         // Its file is written at the last byte: a lock on it (or its
-        // folder) is told now, before a byte is read.
-        let parent = parent_key_of(path.as_str());
-        self.check_locks(
-            caller.owner(),
-            &LockTokens::default(),
-            &[Change::One(path.as_str()), Change::One(parent)],
-        )
-        .await?;
+        // folder) is told now, before a byte is read. A partial upload
+        // writes no file.
+        let partial = upload.kind == UploadKind::TusPartial;
+        if !partial {
+            let parent = parent_key_of(path.as_str());
+            self.check_locks(
+                caller.owner(),
+                &LockTokens::default(),
+                &[Change::One(path.as_str()), Change::One(parent)],
+            )
+            .await?;
+        }
         // What the body may bring: up to the length, the size limit, and
         // what the quota leaves (the owner's unfinished uploads, this one's
         // bytes among them, count in it). A cheap refusal before a byte is
@@ -186,23 +204,36 @@ impl FileService {
         // Where the upload's hashes stand (an upload recorded before they
         // were kept is hashed again from its start).
         let resume = HashState::decode(&upload.hashed).unwrap_or_default();
-        let mut appending = self
+        let mut appending = match self
             .volume
             .resume_upload(&upload, resume.offset(), resume.outboard_len())
             .await
-            .map_err(|error| match error {
-                volume::VolumeError::UploadBusy(_) => ServiceError::Locked(format!(
+        {
+            Ok(appending) => appending,
+            Err(volume::VolumeError::UploadMovedOn(_)) => {
+                let now = self.find_upload(caller, id).await?;
+                return Err(AppendError::OffsetMismatch(now.received));
+            }
+            Err(volume::VolumeError::UploadBusy(_)) => {
+                return Err(ServiceError::Locked(format!(
                     "upload {id} is being written by another request: try again in a moment"
-                )),
-                other => ServiceError::from_volume(other, id),
-            })?;
+                ))
+                .into());
+            }
+            Err(other) => return Err(ServiceError::from_volume(other, id).into()),
+        };
         let refusals = appending.log.refusals();
         let head = std::mem::take(&mut appending.head);
         // A body with a checksum is kept only whole, once it is checked.
-        let checkpoint_every = if checksum.is_some() {
-            0
-        } else {
-            CHECKPOINT_EVERY
+        let checkpoint_every = match (checksum.is_some(), length) {
+            (true, _) => 0,
+            // Each checkpoint a part: spread so that the rest fits in
+            // what is left of the parts an upload may keep.
+            (false, Some(length)) if !self.volume.appends_in_place() => {
+                let parts_left = u64::from(volume::uploads::MAX_PARTS / 2);
+                CHECKPOINT_EVERY.max((length - offset).div_ceil(parts_left))
+            }
+            (false, _) => CHECKPOINT_EVERY,
         };
         let (body, verdict) = inspect(body.into_data_stream(), ChecksumCheck::new(checksum));
         let lease = self
@@ -226,7 +257,10 @@ impl FileService {
                 window: self.body_window,
             },
             resume,
-            ends: length.map_or(FileEnd::Later, FileEnd::At),
+            ends: match length {
+                Some(length) if !partial => FileEnd::At(length),
+                _ => FileEnd::Later,
+            },
             head,
             checkpoint_every,
         };

@@ -39,6 +39,10 @@ pub struct Appending {
     pub log: UploadLog,
 }
 
+/// How long a request waits for another to let go of an upload (one cut
+/// off records what it brought first) before it is told it is busy.
+const HOLD_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Bytes of a file's start a content type is sniffed from.
 const HEAD: usize = 4 << 10;
 
@@ -170,6 +174,13 @@ impl std::fmt::Debug for Numbered {
 pub(crate) const CONTENT: &str = "content";
 
 impl Volume {
+    /// Whether an upload's bytes are appended to one file (a local store),
+    /// rather than kept as a part per checkpoint (an object store, where
+    /// an upload keeps at most [`uploads::MAX_PARTS`]).
+    pub fn appends_in_place(&self) -> bool {
+        matches!(self.blobs, BlobStore::Local(_))
+    }
+
     /// Take up `upload` (a tus upload, as just read) where it stands: its
     /// hashes at `hashed_from` bytes, having written `outboard_len` bytes
     /// of outboard. `Busy` while another request holds it.
@@ -194,20 +205,20 @@ impl Volume {
         let replay_range = (hashed_from, upload.received);
         match &self.blobs {
             BlobStore::Local(local) => {
-                let mut staged = local
-                    .kept_upload(&self.tmp, &upload.id, upload.received, outboard_len)
-                    .await?;
+                let mut staged = self.take_upload(local, upload).await?;
                 if staged.len() < upload.received && !parts.is_empty() {
                     // Kept as parts before uploads were appended in place:
                     // joined once into its file (hashed again from 0).
                     self.join_parts(&mut staged, upload, &parts).await?;
                 }
-                if staged.len() != upload.received {
+                if staged.len() < upload.received || staged.outboard_len() < outboard_len {
                     return Err(VolumeError::NotFound(format!(
                         "the kept bytes of upload {}",
                         upload.id
                     )));
                 }
+                // What came after the record was never recorded.
+                staged.cut_back(upload.received, outboard_len).await?;
                 let mut replay = Replay::default();
                 let mut head = Vec::new();
                 if let Some(mut reader) = local.open_part(&upload.id, CONTENT).await? {
@@ -255,6 +266,33 @@ impl Volume {
                     log: log(upload.received, true),
                 })
             }
+        }
+    }
+
+    /// `upload`'s own files on a local store, taken for this request once
+    /// the request that holds them lets go (a cut request records what it
+    /// brought first: a moment), if the upload still stands where the
+    /// caller found it (else `UploadMovedOn`: the caller's offset is
+    /// stale, and cutting back to it would lose what was recorded).
+    async fn take_upload(
+        &self,
+        local: &crate::blobs::LocalBlobs,
+        upload: &Upload,
+    ) -> Result<StagedBlob, VolumeError> {
+        let started = std::time::Instant::now();
+        let staged = loop {
+            match local.kept_upload(&self.tmp, &upload.id).await {
+                Err(VolumeError::UploadBusy(_)) if started.elapsed() < HOLD_WAIT => {
+                    tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+                }
+                other => break other?,
+            }
+        };
+        match uploads::get(self.db(), upload.owner, &upload.id).await? {
+            Some(now) if now.received == upload.received && now.hashed == upload.hashed => {
+                Ok(staged)
+            }
+            _ => Err(VolumeError::UploadMovedOn(upload.id.clone())),
         }
     }
 

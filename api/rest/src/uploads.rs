@@ -1,7 +1,8 @@
 //! Resumable uploads over tus 1.0.0 (<https://tus.io/protocols/resumable-upload>)
 //! at `/uploads/`: the core protocol and the extensions `creation`,
 //! `creation-with-upload`, `creation-defer-length`, `termination`,
-//! `expiration` and `checksum` (`sha1`, `sha256`). An adapter over the
+//! `expiration`, `checksum` (`sha1`, `sha256`) and `concatenation`
+//! (partial uploads sent side by side, joined by a final one). An adapter over the
 //! file service's resumable uploads ([`crate::service`]): the caller, their
 //! tree, the quota and the size limit are the same as for `/files/`.
 //!
@@ -20,7 +21,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
 use volume::FilePath;
-use volume::uploads::Upload;
+use volume::uploads::{Upload, UploadKind};
 
 use crate::RestState;
 use api_common::ApiError;
@@ -29,8 +30,8 @@ use auth::Caller;
 use file_service::{AppendError, Appended, Checksum, Chunk, ServiceError, StoreOptions};
 
 const TUS_VERSION: &str = "1.0.0";
-const EXTENSIONS: &str =
-    "creation,creation-with-upload,creation-defer-length,termination,expiration,checksum";
+const EXTENSIONS: &str = "creation,creation-with-upload,creation-defer-length,termination,\
+                          expiration,checksum,concatenation";
 const OFFSET_OCTET_STREAM: &str = "application/offset+octet-stream";
 
 pub(crate) fn router() -> Router<RestState> {
@@ -86,11 +87,14 @@ impl Tus {
         self
     }
 
-    /// The upload's offset, length and expiry.
+    /// The upload's offset, length and expiry (and that it is partial).
     fn upload(self, upload: &Upload) -> Self {
-        let tus = self
+        let mut tus = self
             .header("upload-offset", upload.received)
             .header("upload-expires", http_date(upload.expires_ms));
+        if upload.kind == UploadKind::TusPartial {
+            tus = tus.header("upload-concat", "partial");
+        }
         match upload.length {
             Some(length) => tus.header("upload-length", length),
             None => tus.header("upload-defer-length", 1),
@@ -223,6 +227,93 @@ fn is_offset_stream(headers: &HeaderMap) -> bool {
         .is_some_and(|kind| kind.trim().eq_ignore_ascii_case(OFFSET_OCTET_STREAM))
 }
 
+/// What `Upload-Concat` asks of a creation.
+enum Concat {
+    /// A partial upload, joined later by a final one.
+    Partial,
+    /// The final upload: these partial uploads' ids, in order.
+    Final(Vec<String>),
+}
+
+/// `Upload-Concat: partial`, or `final;URL URL …` (each the URL of a
+/// partial upload, whole or its path).
+fn concat(headers: &HeaderMap) -> Result<Option<Concat>, ApiError> {
+    let Some(value) = headers.get("upload-concat") else {
+        return Ok(None);
+    };
+    let value = value
+        .to_str()
+        .map_err(|_| ApiError::BadRequest("Upload-Concat is not text".into()))?
+        .trim();
+    if value == "partial" {
+        return Ok(Some(Concat::Partial));
+    }
+    let Some(urls) = value.strip_prefix("final;") else {
+        return Err(ApiError::BadRequest(
+            "Upload-Concat is `partial` or `final;URL URL …`".into(),
+        ));
+    };
+    let ids = urls
+        .split_whitespace()
+        .map(|url| {
+            let path = url
+                .split_once("://")
+                .map_or(url, |(_, rest)| rest.find('/').map_or("", |at| &rest[at..]));
+            path.strip_prefix("/uploads/")
+                .filter(|id| !id.is_empty() && !id.contains('/'))
+                .map(str::to_owned)
+                .ok_or_else(|| ApiError::BadRequest(format!("{url} is not an upload's URL")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(Concat::Final(ids)))
+}
+
+/// `POST /uploads/` with `Upload-Concat: final;…`: the partial uploads
+/// joined into the file, stored before the answer.
+async fn create_final(
+    state: &RestState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    parts: Vec<String>,
+) -> Response {
+    let joined = async {
+        let pairs = metadata(headers)?;
+        let path = target(&pairs)?;
+        let options = StoreOptions {
+            declared: None,
+            content_type: pairs
+                .iter()
+                .find(|(k, _)| k == "filetype")
+                .map(|(_, v)| v.clone())
+                .filter(|v| !v.trim().is_empty()),
+            create_only: headers
+                .get(header::IF_NONE_MATCH)
+                .is_some_and(|value| value.as_bytes() == b"*"),
+            lock: None,
+        };
+        let raw = headers
+            .get("upload-metadata")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        state
+            .files
+            .concatenate(caller, &path, &parts, &options, raw)
+            .await
+            .map_err(ApiError::from)
+    }
+    .await;
+    match joined {
+        Ok((upload, meta)) => Tus::new(StatusCode::CREATED)
+            .header("location", format!("/uploads/{}", upload.id))
+            .header("upload-offset", meta.size)
+            .header("upload-length", meta.size)
+            .header("etag", format!("\"{}\"", meta.sha256))
+            .into_response(),
+        Err(error) => service_error(error),
+    }
+}
+
 /// `POST /uploads/`: start an upload (and, with a body, send its first bytes).
 async fn create(
     State(state): State<RestState>,
@@ -230,6 +321,14 @@ async fn create(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let concat = match concat(&headers) {
+        Ok(concat) => concat,
+        Err(error) => return service_error(error),
+    };
+    if let Some(Concat::Final(parts)) = concat {
+        return create_final(&state, &caller, &headers, parts).await;
+    }
+    let partial = matches!(concat, Some(Concat::Partial));
     let created = async {
         let length = number(&headers, "upload-length")?;
         let deferred = headers
@@ -239,6 +338,18 @@ async fn create(
             return Err(ApiError::BadRequest(
                 "send Upload-Length, or Upload-Defer-Length: 1".into(),
             ));
+        }
+        let raw_metadata = headers
+            .get("upload-metadata")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        if partial {
+            return state
+                .files
+                .begin_partial_upload(&caller, length, raw_metadata)
+                .await
+                .map_err(ApiError::from);
         }
         let pairs = metadata(&headers)?;
         let path = target(&pairs)?;
@@ -255,11 +366,6 @@ async fn create(
                 .is_some_and(|value| value.as_bytes() == b"*"),
             lock: None,
         };
-        let raw_metadata = headers
-            .get("upload-metadata")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
         state
             .files
             .begin_upload(&caller, &path, length, &options, raw_metadata)

@@ -80,6 +80,8 @@ const pace = Number(process.env.TUS_JS_PACE || 0)
 const options = {}
 if (chunkArg !== 'default') options.chunkSize = Number(chunkArg)
 if (pace > 0) options.httpStack = pacedHttpStack(pace)
+const parallel = Number(process.env.TUS_JS_PARALLEL || 0)
+if (parallel > 1) options.parallelUploads = parallel
 
 function finish(status) {
   process.stdout.write(`${JSON.stringify(report)}\n`, () => process.exit(status))
@@ -88,7 +90,7 @@ function finish(status) {
 const upload = new tus.Upload(fs.createReadStream(file), {
   ...options,
   endpoint,
-  uploadSize: size,
+  ...(parallel > 1 ? {} : { uploadSize: size }),
   metadata: { filename: 'js.bin', filetype: 'application/octet-stream' },
   urlStorage: new tus.FileUrlStorage(storage),
   // Resuming is the point: no retries that would hide a failure.

@@ -67,17 +67,13 @@ impl LocalBlobs {
     /// Resumable upload `upload`'s own files (its content, and its
     /// outboard beside it), taken for one request (a lock on the content
     /// file, released when it closes; `UploadBusy` while another holds
-    /// it), cut back to the `recorded` bytes and `outboard_len` bytes of
-    /// outboard its record says are kept (what came after was never
-    /// recorded), open for appending. Content linked into a blob already
-    /// (a completion whose record failed) is copied first, so the blob is
-    /// never cut.
+    /// it), open for appending. Content linked into a blob already (a
+    /// completion whose record failed) is copied first, so the blob is
+    /// never cut back.
     pub(crate) async fn kept_upload(
         &self,
         tmp: &Path,
         upload: &str,
-        recorded: u64,
-        outboard_len: u64,
     ) -> Result<StagedBlob, VolumeError> {
         let dir = self.root.join(UPLOADS).join(upload);
         let uploads = self.root.join(UPLOADS);
@@ -89,6 +85,8 @@ impl LocalBlobs {
                 sync_dir(&uploads)?;
             }
             let content_path = dir.join(crate::appending::CONTENT);
+            // Its names are made durable once, when they are made.
+            let made = !content_path.exists();
             let mut content = open_rw(&content_path)?;
             match content.try_lock() {
                 Ok(()) => {}
@@ -100,9 +98,11 @@ impl LocalBlobs {
             }
             let outboard_path = dir.join("outboard");
             let outboard = open_rw(&outboard_path)?;
-            let content_len = cut_back(&content, recorded)?;
-            let outboard_len = cut_back(&outboard, outboard_len)?;
-            sync_dir(&dir)?;
+            let content_len = at_end(&content)?;
+            let outboard_len = at_end(&outboard)?;
+            if made {
+                sync_dir(&dir)?;
+            }
             Ok((
                 (content, content_path, content_len),
                 (outboard, outboard_path, outboard_len),
@@ -361,17 +361,11 @@ fn open_rw(path: &Path) -> Result<File, VolumeError> {
         .map_err(|e| VolumeError::io("opening an upload's file", e))
 }
 
-/// Cut `file` back to `len` bytes if it is longer, and place its cursor at
-/// its end; its length then.
-fn cut_back(file: &File, len: u64) -> Result<u64, VolumeError> {
-    let error = |e| VolumeError::io("cutting an upload's file back", e);
-    let now = file.metadata().map_err(error)?.len();
-    if now > len {
-        file.set_len(len).map_err(error)?;
-    }
+/// Place `file`'s cursor at its end; its length.
+fn at_end(file: &File) -> Result<u64, VolumeError> {
     let mut cursor = file;
-    io::Seek::seek(&mut cursor, io::SeekFrom::End(0)).map_err(error)?;
-    Ok(now.min(len))
+    io::Seek::seek(&mut cursor, io::SeekFrom::End(0))
+        .map_err(|e| VolumeError::io("opening an upload's file", e))
 }
 
 /// A copy of `file` (at `path`, in `dir`) renamed over it and locked: the

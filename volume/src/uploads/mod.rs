@@ -32,6 +32,9 @@ pub const MAX_PARTS: u32 = 10_000;
 pub enum UploadKind {
     /// tus 1.0: parts appended at the upload's offset.
     Tus,
+    /// tus's partial upload (`concatenation`): appended the same way, but
+    /// no file of its own; a final upload joins it with others.
+    TusPartial,
     /// S3 multipart: numbered parts, any order, replaced at will.
     Multipart,
 }
@@ -40,15 +43,16 @@ impl UploadKind {
     fn as_str(self) -> &'static str {
         match self {
             Self::Tus => "tus",
+            Self::TusPartial => "tus-partial",
             Self::Multipart => "multipart",
         }
     }
 
     fn parse(text: &str) -> Self {
-        if text == "multipart" {
-            Self::Multipart
-        } else {
-            Self::Tus
+        match text {
+            "multipart" => Self::Multipart,
+            "tus-partial" => Self::TusPartial,
+            _ => Self::Tus,
         }
     }
 }
