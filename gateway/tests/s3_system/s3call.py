@@ -60,7 +60,8 @@ def main():
 
     options = dict(
         region_name="us-east-1",
-        retries={"max_attempts": 1, "mode": "standard"},
+        # One attempt in all (`max_attempts` counts retries, not attempts).
+        retries={"total_max_attempts": 1, "mode": "standard"},
         s3={"addressing_style": "path"},
         connect_timeout=10,
         read_timeout=120,

@@ -212,21 +212,29 @@ impl StagedBlob {
     /// Make what is staged so far durable where it is (a file's data, and
     /// its outboard's): a resumable upload's checkpoint.
     pub(crate) async fn sync(&mut self) -> Result<(), VolumeError> {
-        if let Some(outboard) = &mut self.outboard {
-            Box::pin(outboard.sync()).await?;
-        }
-        if let Place::File { file, synced, .. } = &mut self.place
-            && !*synced
-        {
-            file.flush()
-                .await
-                .map_err(|e| VolumeError::io("writing an upload", e))?;
-            file.sync_data()
-                .await
-                .map_err(|e| VolumeError::io("syncing an upload", e))?;
-            *synced = true;
-        }
-        Ok(())
+        // The two files' syncs at once: the disk's two waits overlap.
+        let outboard = async {
+            match &mut self.outboard {
+                Some(outboard) => Box::pin(outboard.sync()).await,
+                None => Ok(()),
+            }
+        };
+        let content = async {
+            if let Place::File { file, synced, .. } = &mut self.place
+                && !*synced
+            {
+                file.flush()
+                    .await
+                    .map_err(|e| VolumeError::io("writing an upload", e))?;
+                file.sync_data()
+                    .await
+                    .map_err(|e| VolumeError::io("syncing an upload", e))?;
+                *synced = true;
+            }
+            Ok(())
+        };
+        let (outboard, content) = tokio::join!(outboard, content);
+        outboard.and(content)
     }
 
     /// Append `chunk` to the content.
