@@ -410,7 +410,7 @@ async fn fill(volume: &Volume, owner: Owner, tag: &str) -> Vec<String> {
         let mut staged = volume.stage();
         staged.write(b"part").await.unwrap();
         let kept = match kind {
-            crate::uploads::UploadKind::Tus => {
+            crate::uploads::UploadKind::Tus | crate::uploads::UploadKind::TusPartial => {
                 let kept = append_bytes(volume, owner, &id, 0, b"part", None, in_an_hour)
                     .await
                     .unwrap()

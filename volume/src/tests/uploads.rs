@@ -272,7 +272,7 @@ async fn concurrent_parts_never_pass_the_quota(backend: &Backend) {
             let mut staged = volume.stage();
             staged.write(&[n; PART]).await.unwrap();
             let kept = match kind {
-                crate::uploads::UploadKind::Tus => {
+                crate::uploads::UploadKind::Tus | crate::uploads::UploadKind::TusPartial => {
                     append_bytes(&volume, gus, &id, 0, &[n; PART], None, in_an_hour())
                         .await
                         .map(|upload| upload.is_some())
