@@ -17,9 +17,7 @@ use axum::body::Body;
 use bytes::Bytes;
 use futures_util::Stream;
 
-use storage_host::runtime::{
-    AppendRequest, Describe, FileEnd, HashState, StoreRequest, Upload as UploadBody,
-};
+use storage_host::runtime::{AppendRequest, Describe, FileEnd, HashState, Upload as UploadBody};
 use volume::appending::{APPENDED, Appending, Numbered};
 use volume::uploads::{MultipartPart, NewUpload, Upload, UploadKind};
 use volume::{FileMeta, FilePath};
@@ -347,6 +345,12 @@ impl FileService {
         }
         if let Some(refused) = refusals.take() {
             return Err(match refused {
+                // Aborted meanwhile.
+                volume::VolumeError::UploadMovedOn(_)
+                    if self.find_multipart(caller, &upload.id).await.is_err() =>
+                {
+                    ServiceError::NotFound(format!("upload {}", upload.id))
+                }
                 // Another part came in order meanwhile: sent again, this
                 // one is kept as a part of its own.
                 volume::VolumeError::UploadMovedOn(_) => ServiceError::Unavailable(
@@ -465,35 +469,6 @@ impl FileService {
             Err(error) => Err(error),
         };
         fault.blame(stored).map(|meta| (meta, value))
-    }
-
-    /// What storing `upload`'s file asks of an instance.
-    fn store_request(&self, upload: &Upload) -> StoreRequest {
-        StoreRequest {
-            path: upload.path.clone(),
-            content_type: Some(upload.content_type.clone()).filter(|given| !given.is_empty()),
-            create_only: false,
-            window: self.body_window,
-        }
-    }
-
-    /// Run `request` over `body` in an instance for `caller`.
-    async fn run_append(
-        &self,
-        caller: &Caller,
-        request: AppendRequest,
-        body: UploadBody,
-    ) -> Result<Result<Option<FileMeta>, storage_host::runtime::HandlerError>, ServiceError> {
-        let lease = self
-            .pool
-            .lease(self.body_size(None))
-            .await
-            .map_err(ServiceError::from)?;
-        let owner = caller.owner();
-        lease
-            .run(move |instance| Box::pin(instance.append(owner, request, body)))
-            .await
-            .map_err(ServiceError::from)
     }
 }
 

@@ -18,7 +18,7 @@ use volume::{FileMeta, FilePath, now_ms};
 use axum::body::Body;
 use std::time::Duration;
 use storage_host::runtime::{
-    AppendRequest, FileEnd, HashState, StoreRequest, Upload as UploadBody,
+    AppendRequest, FileEnd, HandlerError, HashState, StoreRequest, Upload as UploadBody,
 };
 
 use crate::ServiceError;
@@ -236,11 +236,6 @@ impl FileService {
             (false, _) => CHECKPOINT_EVERY,
         };
         let (body, verdict) = inspect(body.into_data_stream(), ChecksumCheck::new(checksum));
-        let lease = self
-            .pool
-            .lease(self.body_size(None))
-            .await
-            .map_err(ServiceError::from)?;
         let body = UploadBody::resuming(
             Body::from_stream(body),
             room,
@@ -250,12 +245,7 @@ impl FileService {
         )
         .completing(id.to_owned());
         let request = AppendRequest {
-            store: StoreRequest {
-                path: path.as_str().to_owned(),
-                content_type: Some(upload.content_type.clone()).filter(|given| !given.is_empty()),
-                create_only: upload.create_only,
-                window: self.body_window,
-            },
+            store: self.store_request(&upload),
             resume,
             ends: match length {
                 Some(length) if !partial => FileEnd::At(length),
@@ -264,11 +254,7 @@ impl FileService {
             head,
             checkpoint_every,
         };
-        let owner = caller.owner();
-        let appended = lease
-            .run(move |instance| Box::pin(instance.append(owner, request, body)))
-            .await
-            .map_err(ServiceError::from)?;
+        let appended = self.run_append(caller, request, body).await?;
         if let Some(Err(())) = verdict.take() {
             return Err(AppendError::ChecksumMismatch);
         }
@@ -292,7 +278,7 @@ impl FileService {
                 // taken for a create-only upload): that ends the upload.
                 // Anything else (a cut body, no room now, a 5xx) leaves it
                 // where its last checkpoint stands.
-                let storing = matches!(error, storage_host::runtime::HandlerError::Volume(_));
+                let storing = matches!(error, HandlerError::Volume(_));
                 let error = match ServiceError::from_handler(error, path.as_str()) {
                     ServiceError::BodyTooLarge { limit } if by_quota => {
                         ServiceError::QuotaExceeded(format!(
@@ -307,6 +293,37 @@ impl FileService {
                 Err(error.into())
             }
         }
+    }
+
+    /// What storing `upload`'s file asks of an instance.
+    pub(super) fn store_request(&self, upload: &Upload) -> StoreRequest {
+        StoreRequest {
+            path: upload.path.clone(),
+            content_type: Some(upload.content_type.clone()).filter(|given| !given.is_empty()),
+            create_only: upload.create_only,
+            window: self.body_window,
+        }
+    }
+
+    /// Run one request's share of a resumable upload, `request` over
+    /// `body`, in an instance for `caller` (once one and its memory are
+    /// free).
+    pub(super) async fn run_append(
+        &self,
+        caller: &Caller,
+        request: AppendRequest,
+        body: UploadBody,
+    ) -> Result<Result<Option<FileMeta>, HandlerError>, ServiceError> {
+        let lease = self
+            .pool
+            .lease(self.body_size(None))
+            .await
+            .map_err(ServiceError::from)?;
+        let owner = caller.owner();
+        lease
+            .run(move |instance| Box::pin(instance.append(owner, request, body)))
+            .await
+            .map_err(ServiceError::from)
     }
 
     /// The upload's length once the request's `asked` is taken into

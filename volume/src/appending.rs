@@ -16,7 +16,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::blobs::{BlobStore, KeptPart};
+use crate::blobs::{BlobStore, KeptPart, UPLOAD_CONTENT as CONTENT};
 use crate::db::WriteTx;
 use crate::error::VolumeError;
 use crate::quota;
@@ -170,9 +170,6 @@ impl std::fmt::Debug for Numbered {
     }
 }
 
-/// The name of a tus upload's file on a local store, under its folder.
-pub(crate) const CONTENT: &str = "content";
-
 impl Volume {
     /// Whether an upload's bytes are appended to one file (a local store),
     /// rather than kept as a part per checkpoint (an object store, where
@@ -280,7 +277,7 @@ impl Volume {
         upload: &Upload,
     ) -> Result<StagedBlob, VolumeError> {
         let started = std::time::Instant::now();
-        let staged = loop {
+        let (mut staged, linked) = loop {
             match local.kept_upload(&self.tmp, &upload.id).await {
                 Err(VolumeError::UploadBusy(_)) if started.elapsed() < HOLD_WAIT => {
                     tokio::time::sleep(std::time::Duration::from_millis(25)).await;
@@ -289,11 +286,15 @@ impl Volume {
             }
         };
         match uploads::get(self.db(), upload.owner, &upload.id).await? {
-            Some(now) if now.received == upload.received && now.hashed == upload.hashed => {
-                Ok(staged)
-            }
-            _ => Err(VolumeError::UploadMovedOn(upload.id.clone())),
+            Some(now) if now.received == upload.received && now.hashed == upload.hashed => {}
+            _ => return Err(VolumeError::UploadMovedOn(upload.id.clone())),
         }
+        if linked {
+            // Its file became a blob, but the upload stands (the record of
+            // the file failed): the blob keeps that file, the upload a copy.
+            staged.break_link().await?;
+        }
+        Ok(staged)
     }
 
     /// Record what `staged` holds of `log`'s upload as kept, its hashes

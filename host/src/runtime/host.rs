@@ -20,7 +20,7 @@ use super::bindings;
 use super::bindings::wasm_storage::storage::body::{BodyError, HashState};
 use super::bindings::wasm_storage::storage::types::{self as wit, FileMeta, Listing};
 use super::limiter::MemoryLimiter;
-use super::upload::{Upload, staging_error};
+use super::upload::{Upload, internal_body_error, staging_error};
 
 /// The data of every store.
 pub struct HostState {
@@ -324,11 +324,6 @@ impl bindings::wasm_storage::storage::body::HostResponse for HostState {
         self.table.delete(out)?;
         Ok(())
     }
-}
-
-pub(super) fn internal_body_error(error: impl std::fmt::Display) -> BodyError {
-    tracing::error!(%error, "body transfer failed");
-    BodyError::Internal(error.to_string())
 }
 
 impl wit::Host for HostState {}

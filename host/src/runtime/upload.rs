@@ -13,7 +13,6 @@ use futures_util::StreamExt as _;
 use volume::{StagedBlob, VolumeError};
 
 use super::bindings::wasm_storage::storage::body::BodyError;
-use super::host::internal_body_error;
 use super::stream::Pace;
 
 /// An upload's body, read from the client only as the guest asks for it.
@@ -191,4 +190,11 @@ pub(super) fn staging_error(error: VolumeError) -> BodyError {
         VolumeError::NoSpace => BodyError::NoSpace,
         other => internal_body_error(other),
     }
+}
+
+/// A body transfer that failed on the host's side, as the guest sees it
+/// (the detail logged).
+pub(super) fn internal_body_error(error: impl std::fmt::Display) -> BodyError {
+    tracing::error!(%error, "body transfer failed");
+    BodyError::Internal(error.to_string())
 }

@@ -17,6 +17,9 @@ use crate::types::Digest;
 /// The folder under the root that holds resumable uploads' parts.
 const UPLOADS: &str = "uploads";
 
+/// The name of a tus upload's file, under its folder.
+pub(crate) const UPLOAD_CONTENT: &str = "content";
+
 /// The bytes a new blob file is linked from.
 enum Source {
     Staged(PathBuf),
@@ -67,35 +70,35 @@ impl LocalBlobs {
     /// Resumable upload `upload`'s own files (its content, and its
     /// outboard beside it), taken for one request (a lock on the content
     /// file, released when it closes; `UploadBusy` while another holds
-    /// it), open for appending. Content linked into a blob already (a
-    /// completion whose record failed) is copied first, so the blob is
-    /// never cut back.
+    /// it), open for appending; and whether its content is linked into a
+    /// blob already (a completion whose record failed, or one whose
+    /// upload is about to go), which must be copied before it is cut back
+    /// ([`StagedBlob::break_link`]).
     pub(crate) async fn kept_upload(
         &self,
         tmp: &Path,
         upload: &str,
-    ) -> Result<StagedBlob, VolumeError> {
+    ) -> Result<(StagedBlob, bool), VolumeError> {
         let dir = self.root.join(UPLOADS).join(upload);
         let uploads = self.root.join(UPLOADS);
         let id = upload.to_owned();
-        let (content, outboard) = blocking(move || {
+        let (content, outboard, linked) = blocking(move || {
             let error = |e| VolumeError::io("opening an upload's file", e);
             if !dir.exists() {
                 fs::create_dir_all(&dir).map_err(error)?;
                 sync_dir(&uploads)?;
             }
-            let content_path = dir.join(crate::appending::CONTENT);
+            let content_path = dir.join(UPLOAD_CONTENT);
             // Its names are made durable once, when they are made.
             let made = !content_path.exists();
-            let mut content = open_rw(&content_path)?;
+            let content = open_rw(&content_path)?;
             match content.try_lock() {
                 Ok(()) => {}
                 Err(fs::TryLockError::WouldBlock) => return Err(VolumeError::UploadBusy(id)),
                 Err(fs::TryLockError::Error(e)) => return Err(error(e)),
             }
-            if std::os::unix::fs::MetadataExt::nlink(&content.metadata().map_err(error)?) > 1 {
-                content = unlinked(&dir, &content_path, &content)?;
-            }
+            let linked =
+                std::os::unix::fs::MetadataExt::nlink(&content.metadata().map_err(error)?) > 1;
             let outboard_path = dir.join("outboard");
             let outboard = open_rw(&outboard_path)?;
             let content_len = at_end(&content)?;
@@ -106,10 +109,11 @@ impl LocalBlobs {
             Ok((
                 (content, content_path, content_len),
                 (outboard, outboard_path, outboard_len),
+                linked,
             ))
         })
         .await?;
-        Ok(StagedBlob::kept(tmp, content, outboard))
+        Ok((StagedBlob::kept(tmp, content, outboard), linked))
     }
 
     /// Part `name` of upload `upload`, opened for reading; `None` if absent.
@@ -366,24 +370,6 @@ fn at_end(file: &File) -> Result<u64, VolumeError> {
     let mut cursor = file;
     io::Seek::seek(&mut cursor, io::SeekFrom::End(0))
         .map_err(|e| VolumeError::io("opening an upload's file", e))
-}
-
-/// A copy of `file` (at `path`, in `dir`) renamed over it and locked: the
-/// old one stays whole under its other names.
-fn unlinked(dir: &Path, path: &Path, file: &File) -> Result<File, VolumeError> {
-    let error = |e| VolumeError::io("copying an upload's file", e);
-    let (mut copy, copy_path) = make_temp_file(dir)?;
-    let mut from = file;
-    io::Seek::seek(&mut from, io::SeekFrom::Start(0)).map_err(error)?;
-    io::copy(&mut from, &mut copy).map_err(error)?;
-    copy.sync_all().map_err(error)?;
-    copy_path
-        .persist(path)
-        .map_err(|e| VolumeError::io("copying an upload's file", e.error))?;
-    let copy = open_rw(path)?;
-    copy.try_lock()
-        .map_err(|_| VolumeError::UploadBusy("being copied".into()))?;
-    Ok(copy)
 }
 
 fn sync_dir(dir: &Path) -> Result<(), VolumeError> {

@@ -31,7 +31,7 @@ pub(crate) use self::staged::clear_temp;
 use crate::error::VolumeError;
 use crate::types::Digest;
 
-pub(crate) use self::local::LocalBlobs;
+pub(crate) use self::local::{LocalBlobs, UPLOAD_CONTENT};
 pub(crate) use self::object::ObjectBlobs;
 
 /// Where blobs live: `--blob-store`.

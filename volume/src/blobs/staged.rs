@@ -185,6 +185,64 @@ impl StagedBlob {
         self.outboard.as_ref().map_or(0, |outboard| outboard.len)
     }
 
+    /// Give a resumable upload's file a copy of its own, renamed over its
+    /// name and locked, so what is appended or cut back next never touches
+    /// a blob it is linked into.
+    pub(crate) async fn break_link(&mut self) -> Result<(), VolumeError> {
+        let Place::File {
+            file,
+            path: StagedPath::Kept(path),
+            ..
+        } = &mut self.place
+        else {
+            return Ok(());
+        };
+        file.flush()
+            .await
+            .map_err(|e| VolumeError::io("copying an upload's file", e))?;
+        let from = file
+            .try_clone()
+            .await
+            .map_err(|e| VolumeError::io("copying an upload's file", e))?
+            .into_std()
+            .await;
+        let path = path.clone();
+        let copy = blocking(move || {
+            let error = |e| VolumeError::io("copying an upload's file", e);
+            let dir = path.parent().unwrap_or(Path::new("."));
+            let (mut copy, copy_path) = make_temp_file(dir)?;
+            let mut from = &from;
+            std::io::Seek::seek(&mut from, std::io::SeekFrom::Start(0)).map_err(error)?;
+            std::io::copy(&mut from, &mut copy).map_err(error)?;
+            copy.sync_all().map_err(error)?;
+            copy_path
+                .persist(&path)
+                .map_err(|e| VolumeError::io("copying an upload's file", e.error))?;
+            let copy = fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .map_err(error)?;
+            copy.try_lock()
+                .map_err(|_| VolumeError::UploadBusy(path.display().to_string()))?;
+            let mut end = &copy;
+            std::io::Seek::seek(&mut end, std::io::SeekFrom::End(0)).map_err(error)?;
+            Ok(copy)
+        })
+        .await?;
+        if let Some(flusher) = &mut self.flusher {
+            flusher.file = std::sync::Arc::new(
+                copy.try_clone()
+                    .map_err(|e| VolumeError::io("copying an upload's file", e))?,
+            );
+        }
+        if let Place::File { file, synced, .. } = &mut self.place {
+            *file = tokio::fs::File::from_std(copy);
+            *synced = true;
+        }
+        Ok(())
+    }
+
     /// Cut what is staged back to `len` bytes and the outboard to
     /// `outboard_len` (a resumable upload's own files, when what came
     /// after its record was refused).
