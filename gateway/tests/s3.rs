@@ -28,6 +28,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use common::clients::{clean, python_with, run};
 use common::{S3TestServer, random_bytes, sha256_hex};
 use reqwest::StatusCode;
 
@@ -49,95 +50,7 @@ fn tool(name: &str) -> PathBuf {
 
 /// The virtualenv's Python, which has boto3.
 fn python() -> PathBuf {
-    let python = tool("python3");
-    let check = Command::new(&python)
-        .args(["-c", "import boto3"])
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{} has no boto3: run scripts/install-test-deps.sh\n{}",
-        python.display(),
-        String::from_utf8_lossy(&check.stderr)
-    );
-    python
-}
-
-/// A command with none of the caller's AWS settings: the clients must see
-/// only what the test gives them (no CA bundle, profile or config file).
-fn clean(program: &Path) -> Command {
-    let mut command = Command::new(program);
-    for var in [
-        "AWS_CA_BUNDLE",
-        "AWS_PROFILE",
-        "AWS_DEFAULT_PROFILE",
-        "AWS_CONFIG_FILE",
-        "AWS_SHARED_CREDENTIALS_FILE",
-        "AWS_ENDPOINT_URL",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_REGION",
-        "AWS_DEFAULT_REGION",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "http_proxy",
-        "https_proxy",
-    ] {
-        command.env_remove(var);
-    }
-    command.env("NO_PROXY", "127.0.0.1,localhost");
-    command
-}
-
-/// Run `command` to completion off the runtime's threads (the server keeps
-/// serving), killing it after `limit`.
-async fn run(mut command: Command, limit: Duration) -> Output {
-    let name = format!("{command:?}");
-    tokio::task::spawn_blocking(move || {
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|error| panic!("{name} did not start ({error}); is it installed?"));
-        // Drain the pipes while waiting, so a chatty client never blocks.
-        let mut stdout = child.stdout.take().unwrap();
-        let mut stderr = child.stderr.take().unwrap();
-        let out = std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            std::io::Read::read_to_end(&mut stdout, &mut buf).unwrap();
-            buf
-        });
-        let err = std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            std::io::Read::read_to_end(&mut stderr, &mut buf).unwrap();
-            buf
-        });
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if started.elapsed() > limit {
-                child.kill().unwrap();
-                child.wait().unwrap();
-                panic!(
-                    "{name} ran longer than {limit:?}:\n{}\n{}",
-                    String::from_utf8_lossy(&out.join().unwrap()),
-                    String::from_utf8_lossy(&err.join().unwrap())
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Output {
-            status,
-            stdout: out.join().unwrap(),
-            stderr: err.join().unwrap(),
-        }
-    })
-    .await
-    .unwrap()
+    python_with("boto3", "boto3")
 }
 
 /// [`run`] for a command whose standard input is already set (a file).

@@ -38,12 +38,13 @@
 mod common;
 
 use std::io::BufRead as _;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{random_bytes, sha256_hex};
+use common::backends::{Backend, BackendKind, GatewayProcess, both_backends, eventually, within};
+use common::clients::clean;
+use common::{multipart_etag, random_bytes, sha256_hex};
 use md5::Digest as _;
 use serde_json::{Value, json};
 
@@ -56,235 +57,7 @@ const CALLS_LIMIT: Duration = Duration::from_secs(60);
 const BUCKET: &str = "multipart";
 
 // ---------------------------------------------------------------------------
-// The two backends.
-
-/// Runs a case twice: on SQLite and a local directory, and on PostgreSQL
-/// with blobs in SeaweedFS.
-macro_rules! both_backends {
-    ($case:ident) => {
-        mod $case {
-            use super::BackendKind;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite_and_a_local_directory() {
-                super::$case(BackendKind::Local).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres_and_seaweedfs() {
-                super::$case(BackendKind::Shared).await;
-            }
-        }
-    };
-}
-
-#[derive(Debug, Clone, Copy)]
-enum BackendKind {
-    /// SQLite and a local directory, both in the data directory.
-    Local,
-    /// PostgreSQL and blobs in an S3 bucket (SeaweedFS).
-    Shared,
-}
-
-/// The servers of the shared backend, stopped by PID when dropped.
-struct Shared {
-    postgres: testsupport::Postgres,
-    seaweed: testsupport::Seaweed,
-}
-
-/// Where a case's gateways keep their data; for the shared backend, the
-/// servers it runs on, for as long as the case.
-struct Backend {
-    shared: Option<Shared>,
-}
-
-impl Backend {
-    /// The backend of `kind`; for the shared one, a PostgreSQL and a
-    /// SeaweedFS with bucket `bucket` of its own.
-    async fn start(kind: BackendKind, bucket: &'static str) -> Self {
-        let shared = match kind {
-            BackendKind::Local => None,
-            BackendKind::Shared => Some(
-                tokio::task::spawn_blocking(move || Shared {
-                    postgres: testsupport::Postgres::start().unwrap(),
-                    seaweed: testsupport::Seaweed::start(bucket).unwrap(),
-                })
-                .await
-                .unwrap(),
-            ),
-        };
-        Self { shared }
-    }
-
-    fn is_local(&self) -> bool {
-        self.shared.is_none()
-    }
-
-    /// The flags and environment that point a gateway process at this
-    /// backend (nothing for the local one: its data directory is all).
-    fn point(&self, command: &mut Command) {
-        if let Some(shared) = &self.shared {
-            command
-                .args(["--database-url", &shared.postgres.url("postgres")])
-                .args([
-                    "--blob-store",
-                    &format!("s3://{}/blobs", shared.seaweed.bucket()),
-                ])
-                .envs(shared.seaweed.env())
-                .env_remove("AWS_CA_BUNDLE");
-        }
-    }
-
-    /// The flag that points the CLI (`gateway key create`) at this
-    /// backend's database (none for the local one).
-    fn point_cli(&self, command: &mut Command) {
-        if let Some(shared) = &self.shared {
-            command.args(["--database-url", &shared.postgres.url("postgres")]);
-        }
-    }
-}
-
-/// Runs `case`, failing it if it takes longer than `limit`.
-async fn within<F: std::future::Future<Output = ()>>(limit: Duration, case: F) {
-    let started = Instant::now();
-    tokio::time::timeout(limit, case)
-        .await
-        .unwrap_or_else(|_| panic!("the case took longer than {limit:?}"));
-    eprintln!("the case took {:?}", started.elapsed());
-}
-
-/// Polls `check` every 100 ms until it holds or `limit` passes; whether it
-/// held.
-async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + limit;
-    loop {
-        if check().await {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-// ---------------------------------------------------------------------------
-// A gateway process of its own, serving S3, to kill with SIGKILL.
-
-struct GatewayProcess {
-    process: Option<testsupport::ChildGuard>,
-    addr: SocketAddr,
-    s3_addr: SocketAddr,
-    data_dir: PathBuf,
-    log: PathBuf,
-}
-
-impl GatewayProcess {
-    async fn start(backend: &Backend, data_dir: &Path, log: &Path) -> Self {
-        let mut gateway = Self {
-            process: None,
-            addr: SocketAddr::from(([127, 0, 0, 1], testsupport::free_port())),
-            s3_addr: SocketAddr::from(([127, 0, 0, 1], testsupport::free_port())),
-            data_dir: data_dir.to_owned(),
-            log: log.to_owned(),
-        };
-        gateway.restart(backend).await;
-        gateway
-    }
-
-    /// (Re)starts it on the same addresses, data directory and backend;
-    /// returns once it answers `/healthz`.
-    async fn restart(&mut self, backend: &Backend) {
-        assert!(self.process.is_none(), "already running");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_gateway"));
-        command
-            .args(["--listen", &self.addr.to_string()])
-            .args(["--s3-listen", &self.s3_addr.to_string()])
-            .arg("--data-dir")
-            .arg(&self.data_dir)
-            .args(["--instances", "2"])
-            .env("RUST_LOG", "warn")
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        backend.point(&mut command);
-        // Stopping it is SIGKILL, nothing gentler.
-        self.process = Some(
-            testsupport::ChildGuard::spawn(&mut command, "KILL", false, Duration::from_secs(5))
-                .unwrap(),
-        );
-        let client = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(answer) = client
-                .get(format!("http://{}/healthz", self.addr))
-                .send()
-                .await
-                && answer.status().is_success()
-            {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the gateway did not start:\n{}",
-                self.log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// SIGKILL (by PID), and wait until it is gone.
-    async fn kill(&mut self) {
-        let mut process = self.process.take().expect("running");
-        tokio::task::spawn_blocking(move || process.stop())
-            .await
-            .unwrap();
-    }
-
-    /// `http://127.0.0.1:PORT` of its S3 API.
-    fn endpoint(&self) -> String {
-        format!("http://{}", self.s3_addr)
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// `wasm_storage_uploads_in_progress` in `/metrics`.
-    async fn uploads_in_progress(&self) -> f64 {
-        let metrics = reqwest::Client::new()
-            .get(format!("http://{}/metrics", self.addr))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        metrics
-            .lines()
-            .find_map(|line| {
-                line.strip_prefix("wasm_storage_uploads_in_progress")
-                    .and_then(|rest| rest.trim().rsplit(' ').next()?.parse().ok())
-            })
-            .unwrap_or_else(|| {
-                panic!("no wasm_storage_uploads_in_progress in /metrics:\n{metrics}")
-            })
-    }
-
-    /// Asserts its log shows no panic.
-    fn assert_no_panic(&self) {
-        let log = self.log_text();
-        assert!(!log.contains("panicked"), "a gateway panicked:\n{log}");
-    }
-}
+// The gateway.
 
 /// The open tree's key, made by `gateway key create` on `data_dir` (and
 /// the backend's database): `(ACCESS_KEY_ID, SECRET_ACCESS_KEY)`.
@@ -383,29 +156,9 @@ impl S3 {
             .iter()
             .map(|(operation, params)| json!([operation, params]))
             .collect();
-        let mut command = Command::new(testsupport::find_tool("python3").unwrap());
         // None of the caller's AWS settings or proxies.
-        for var in [
-            "AWS_CA_BUNDLE",
-            "AWS_PROFILE",
-            "AWS_DEFAULT_PROFILE",
-            "AWS_CONFIG_FILE",
-            "AWS_SHARED_CREDENTIALS_FILE",
-            "AWS_ENDPOINT_URL",
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_SESSION_TOKEN",
-            "AWS_REGION",
-            "AWS_DEFAULT_REGION",
-            "HTTP_PROXY",
-            "HTTPS_PROXY",
-            "http_proxy",
-            "https_proxy",
-        ] {
-            command.env_remove(var);
-        }
+        let mut command = clean(&testsupport::find_tool("python3").unwrap());
         command
-            .env("NO_PROXY", "127.0.0.1,localhost")
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3_multipart/calls.py"))
             .args(["--endpoint", &self.endpoint])
             // `=`: a secret may begin with `-`.
@@ -528,6 +281,25 @@ impl S3 {
             .collect()
     }
 
+    /// Completes upload `upload` of `key` with the parts `etags`, asserts
+    /// it answered `etag` and stored exactly `content` under it; the
+    /// seconds the completion took.
+    async fn complete(
+        &self,
+        (key, upload): (&str, &str),
+        etags: &[(u32, String)],
+        content: &[u8],
+        etag: &str,
+    ) -> Value {
+        let done = self
+            .call("complete_multipart_upload", completion(key, upload, etags))
+            .await;
+        assert!(done.get("ok").is_some(), "completing {key}: {done}");
+        assert_eq!(done["ok"]["ETag"], etag, "the completion's ETag");
+        self.assert_stored(key, content, etag).await;
+        done["seconds"].clone()
+    }
+
     /// Asserts `key` is stored with exactly `content` under `etag`.
     async fn assert_stored(&self, key: &str, content: &[u8], etag: &str) {
         let got = self
@@ -566,18 +338,6 @@ fn completion(key: &str, upload: &str, parts: &[(u32, String)]) -> Value {
            "MultipartUpload": {"Parts": parts}})
 }
 
-/// S3's multipart ETag of `parts`: the MD5 of their MD5s, a dash, their
-/// count, quoted.
-fn multipart_etag<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> String {
-    let mut digests = Vec::new();
-    let mut count = 0;
-    for part in parts {
-        digests.extend_from_slice(&md5::Md5::digest(part));
-        count += 1;
-    }
-    format!("\"{}-{count}\"", hex::encode(md5::Md5::digest(&digests)))
-}
-
 /// The names in `dir` (none if it does not exist), sorted.
 fn names_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -612,6 +372,22 @@ fn everything_under(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
+/// Asserts that within 5 s nothing is left under a local store's
+/// `<data>/blobs/uploads/` (`after` what, for the message).
+async fn assert_no_upload_left(data_dir: &Path, after: &str) {
+    let uploads = data_dir.join("blobs/uploads");
+    let empty = eventually(Duration::from_secs(5), || async {
+        everything_under(&uploads).is_empty()
+    })
+    .await;
+    assert!(
+        empty,
+        "left under {} 5 s after {after}: {:?}",
+        uploads.display(),
+        everything_under(&uploads)
+    );
+}
+
 /// Where a local store keeps upload `id`'s bytes.
 fn upload_dir(data_dir: &Path, id: &str) -> PathBuf {
     data_dir.join("blobs/uploads").join(id)
@@ -634,8 +410,10 @@ async fn parts_in_order_complete_without_reading_them_again(kind: BackendKind) {
     within(CASE_LIMIT, async {
         let scratch = tempfile::tempdir().unwrap();
         let data_dir = scratch.path().join("data");
-        let mut gateway =
-            GatewayProcess::start(&backend, &data_dir, &scratch.path().join("gateway.log")).await;
+        let mut gateway = GatewayProcess::new(&data_dir, &scratch.path().join("gateway.log"))
+            .serving_s3()
+            .started(&backend)
+            .await;
         let s3 = S3::new(&gateway, key_create(&backend, &data_dir).await);
         s3.ok("create_bucket", json!({"Bucket": BUCKET})).await;
 
@@ -684,16 +462,8 @@ async fn parts_in_order_complete_without_reading_them_again(kind: BackendKind) {
                 "the upload's content file is not the parts' bytes"
             );
         }
-        let done = s3
-            .call(
-                "complete_multipart_upload",
-                completion(key, &upload, &etags),
-            )
-            .await;
-        assert!(done.get("ok").is_some(), "completing {key}: {done}");
-        assert_eq!(done["ok"]["ETag"], etag.as_str(), "the completion's ETag");
-        timings.push(("1, 2, 3", done["seconds"].clone()));
-        s3.assert_stored(key, &content, &etag).await;
+        let seconds = s3.complete((key, &upload), &etags, &content, &etag).await;
+        timings.push(("1, 2, 3", seconds));
 
         // 2, 1, 3: each a part of its own.
         let key = "out-of-order.bin";
@@ -724,16 +494,8 @@ async fn parts_in_order_complete_without_reading_them_again(kind: BackendKind) {
                 assert!(name.starts_with(&format!("part-{number:05}-")), "{names:?}");
             }
         }
-        let done = s3
-            .call(
-                "complete_multipart_upload",
-                completion(key, &upload, &etags),
-            )
-            .await;
-        assert!(done.get("ok").is_some(), "completing {key}: {done}");
-        assert_eq!(done["ok"]["ETag"], etag.as_str(), "the completion's ETag");
-        timings.push(("2, 1, 3", done["seconds"].clone()));
-        s3.assert_stored(key, &content, &etag).await;
+        let seconds = s3.complete((key, &upload), &etags, &content, &etag).await;
+        timings.push(("2, 1, 3", seconds));
 
         // 1, 2, 3, then 2 again with other bytes.
         let key = "part-two-again.bin";
@@ -776,38 +538,18 @@ async fn parts_in_order_complete_without_reading_them_again(kind: BackendKind) {
                 dir.display()
             );
         }
-        let done = s3
-            .call(
-                "complete_multipart_upload",
-                completion(key, &upload, &etags),
-            )
-            .await;
-        assert!(done.get("ok").is_some(), "completing {key}: {done}");
         let expected = [pieces(1), again.as_slice(), pieces(3)].concat();
         let expected_etag = multipart_etag([pieces(1), again.as_slice(), pieces(3)]);
-        assert_eq!(
-            done["ok"]["ETag"],
-            expected_etag.as_str(),
-            "the completion's ETag"
-        );
-        timings.push(("1, 2, 3 and 2 again", done["seconds"].clone()));
-        s3.assert_stored(key, &expected, &expected_etag).await;
+        let seconds = s3
+            .complete((key, &upload), &etags, &expected, &expected_etag)
+            .await;
+        timings.push(("1, 2, 3 and 2 again", seconds));
 
         eprintln!("{kind:?}: CompleteMultipartUpload of {total} bytes sent {timings:?} (seconds)");
         s3.assert_no_uploads().await;
         assert_eq!(gateway.uploads_in_progress().await, 0.0);
         if backend.is_local() {
-            let uploads = data_dir.join("blobs/uploads");
-            let empty = eventually(Duration::from_secs(5), || async {
-                everything_under(&uploads).is_empty()
-            })
-            .await;
-            assert!(
-                empty,
-                "left under {} 5 s after every upload completed: {:?}",
-                uploads.display(),
-                everything_under(&uploads)
-            );
+            assert_no_upload_left(&data_dir, "every upload completed").await;
         }
         gateway.assert_no_panic();
         gateway.kill().await;
@@ -849,8 +591,10 @@ async fn a_killed_completion_completes_on_retry(kind: BackendKind) {
     within(CASE_LIMIT, async {
         let scratch = tempfile::tempdir().unwrap();
         let data_dir = scratch.path().join("data");
-        let mut gateway =
-            GatewayProcess::start(&backend, &data_dir, &scratch.path().join("gateway.log")).await;
+        let mut gateway = GatewayProcess::new(&data_dir, &scratch.path().join("gateway.log"))
+            .serving_s3()
+            .started(&backend)
+            .await;
         let s3 = S3::new(&gateway, key_create(&backend, &data_dir).await);
         s3.ok("create_bucket", json!({"Bucket": BUCKET})).await;
 
@@ -962,17 +706,7 @@ async fn a_killed_completion_completes_on_retry(kind: BackendKind) {
             gateway.uploads_in_progress().await
         );
         if backend.is_local() {
-            let uploads = data_dir.join("blobs/uploads");
-            let empty = eventually(Duration::from_secs(5), || async {
-                everything_under(&uploads).is_empty()
-            })
-            .await;
-            assert!(
-                empty,
-                "left under {} 5 s after both uploads completed: {:?}",
-                uploads.display(),
-                everything_under(&uploads)
-            );
+            assert_no_upload_left(&data_dir, "both uploads completed").await;
         }
         gateway.assert_no_panic();
         gateway.kill().await;

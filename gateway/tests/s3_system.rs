@@ -19,10 +19,12 @@ mod common;
 use std::net::SocketAddr;
 use std::os::unix::fs::{FileExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{random_bytes, sha256_hex};
+use common::backends::eventually;
+use common::clients::{clean, run};
+use common::{multipart_etag, random_bytes, sha256_hex};
 use futures_util::StreamExt as _;
 use gateway::AppState;
 use gateway::config::Config;
@@ -193,81 +195,6 @@ fn tool(name: &str) -> PathBuf {
     testsupport::find_tool(name).unwrap()
 }
 
-/// A command with none of the caller's AWS settings or proxies.
-fn clean(program: &Path) -> Command {
-    let mut command = Command::new(program);
-    for var in [
-        "AWS_CA_BUNDLE",
-        "AWS_PROFILE",
-        "AWS_DEFAULT_PROFILE",
-        "AWS_CONFIG_FILE",
-        "AWS_SHARED_CREDENTIALS_FILE",
-        "AWS_ENDPOINT_URL",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_REGION",
-        "AWS_DEFAULT_REGION",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "http_proxy",
-        "https_proxy",
-    ] {
-        command.env_remove(var);
-    }
-    command.env("NO_PROXY", "127.0.0.1,localhost");
-    command
-}
-
-/// Run `command` to completion off the runtime's threads, killing it
-/// after `limit`.
-async fn run(mut command: Command, limit: Duration) -> Output {
-    let name = format!("{command:?}");
-    tokio::task::spawn_blocking(move || {
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|error| panic!("{name} did not start ({error}); is it installed?"));
-        let mut stdout = child.stdout.take().unwrap();
-        let mut stderr = child.stderr.take().unwrap();
-        let out = std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            std::io::Read::read_to_end(&mut stdout, &mut buf).unwrap();
-            buf
-        });
-        let err = std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            std::io::Read::read_to_end(&mut stderr, &mut buf).unwrap();
-            buf
-        });
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if started.elapsed() > limit {
-                child.kill().unwrap();
-                child.wait().unwrap();
-                panic!(
-                    "{name} ran longer than {limit:?}:\n{}\n{}",
-                    String::from_utf8_lossy(&out.join().unwrap()),
-                    String::from_utf8_lossy(&err.join().unwrap())
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Output {
-            status,
-            stdout: out.join().unwrap(),
-            stderr: err.join().unwrap(),
-        }
-    })
-    .await
-    .unwrap()
-}
-
 /// The command of one boto3 call (see [`s3`]).
 fn s3_command(endpoint: &str, key: &Key, operation: &str, params: &Value) -> Command {
     let mut command = clean(&tool("python3"));
@@ -369,41 +296,11 @@ fn completed(parts: &[(u32, String)]) -> Value {
         .collect::<Vec<_>>()})
 }
 
-/// The multipart ETag of `parts`: MD5 of their MD5s, dash, their count.
-fn multipart_etag<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> String {
-    let mut digests = Vec::new();
-    let mut count = 0;
-    for part in parts {
-        digests.extend_from_slice(&md5::Md5::digest(part));
-        count += 1;
-    }
-    format!("\"{}-{count}\"", hex::encode(md5::Md5::digest(&digests)))
-}
-
 /// Bounds a whole test.
 async fn within<F: std::future::Future<Output = ()>>(limit: Duration, test: F) {
     tokio::time::timeout(limit, test)
         .await
         .unwrap_or_else(|_| panic!("the test took longer than {limit:?}"));
-}
-
-/// Polls `check` every 100 ms until it holds or `limit` passes; whether it
-/// held.
-async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + limit;
-    loop {
-        if check().await {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1729,32 +1626,28 @@ async fn a_completion_that_fails_late_says_why() {
         .await;
         let upload = created["UploadId"].as_str().unwrap().to_owned();
         let target = ("late", "late.bin", upload.as_str());
-        let etags = vec![
-            (
-                1,
-                upload_part(
-                    &endpoint,
-                    &key,
-                    scratch.path(),
-                    target,
-                    1,
-                    &random_bytes(5 << 20),
-                )
-                .await,
-            ),
-            (
-                2,
-                upload_part(
-                    &endpoint,
-                    &key,
-                    scratch.path(),
-                    target,
-                    2,
-                    &random_bytes(1000),
-                )
-                .await,
-            ),
-        ];
+        // Sent out of order, so each is a part of its own that the
+        // completion streams (parts sent in order are appended as they come
+        // and never read again).
+        let second = upload_part(
+            &endpoint,
+            &key,
+            scratch.path(),
+            target,
+            2,
+            &random_bytes(1000),
+        )
+        .await;
+        let first = upload_part(
+            &endpoint,
+            &key,
+            scratch.path(),
+            target,
+            1,
+            &random_bytes(5 << 20),
+        )
+        .await;
+        let etags = vec![(1, first), (2, second)];
         // The second part's blob is gone from the disk (a disk fault): the
         // completion fails after the first part has streamed by.
         let second = files_under(dir.path())
@@ -1977,13 +1870,17 @@ async fn a_gateway_killed_while_completing() {
         let upload = created["UploadId"].as_str().unwrap().to_owned();
         let target = ("crash", "c.bin", upload.as_str());
         let parts: Vec<Vec<u8>> = (0..8).map(|_| random_bytes(32 << 20)).collect();
+        // Sent last first, so the completion streams them all through an
+        // instance (parts sent in order are appended as they come and
+        // never read again).
         let mut etags = Vec::new();
-        for (number, bytes) in (1..).zip(&parts) {
+        for (number, bytes) in (1..9).zip(&parts).rev() {
             etags.push((
                 number,
                 upload_part(&endpoint, &key, scratch.path(), target, number, bytes).await,
             ));
         }
+        etags.reverse();
         let params = json!({"Bucket": "crash", "Key": "c.bin", "UploadId": upload,
                             "MultipartUpload": completed(&etags)});
         // Killed once the object is on its way through an instance (its

@@ -16,13 +16,15 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine;
-use common::{TestServer, random_bytes, sha256_hex};
+use common::backends::{Backend, GatewayProcess};
+use common::clients::{Report, python_with, tus_js_command, tus_script};
+use common::tus::{OFFSET_STREAM, TUS_VERSION, Tus, header_str, header_usize, upload_metadata};
+use common::{TestServer, files_under, random_bytes, sha256_hex, uploads_in_progress};
 use gateway::config::ByteSize;
 use rand::Rng;
 use reqwest::header::{self, HeaderMap};
@@ -33,41 +35,9 @@ use sha2::{Digest, Sha256};
 
 const KIB: usize = 1 << 10;
 const MIB: usize = 1 << 20;
-const TUS_VERSION: &str = "1.0.0";
-const OFFSET_STREAM: &str = "application/offset+octet-stream";
 
 // ---------------------------------------------------------------------------
 // The clients.
-
-/// The workspace root (this crate sits one level below it).
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
-
-fn script(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/tus")
-        .join(name)
-}
-
-/// The virtualenv's Python, which has tuspy.
-fn python() -> PathBuf {
-    let python = testsupport::find_tool("python3").unwrap();
-    let check = Command::new(&python)
-        .args(["-c", "import tusclient"])
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{} has no tuspy: run scripts/install-test-deps.sh\n{}",
-        python.display(),
-        String::from_utf8_lossy(&check.stderr)
-    );
-    python
-}
 
 /// One run of `tests/tus/tuspy_upload.py`.
 #[derive(Debug, Clone)]
@@ -103,9 +73,10 @@ impl Tuspy {
     }
 
     fn command(&self) -> Command {
-        let mut command = Command::new(python());
+        // The virtualenv's Python, which has tuspy.
+        let mut command = Command::new(python_with("tusclient", "tuspy"));
         command
-            .arg(script("tuspy_upload.py"))
+            .arg(tus_script("tuspy_upload.py"))
             .arg(&self.endpoint)
             .arg("--file")
             .arg(&self.file)
@@ -145,71 +116,10 @@ impl Tuspy {
     }
 }
 
-/// What a client script printed (one JSON object), and how it ended.
-#[derive(Debug)]
-struct Report {
-    success: bool,
-    json: Value,
-    stderr: String,
-}
-
-impl Report {
-    fn of(what: &str, output: Output) -> Self {
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        let json = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-            panic!(
-                "{what} printed no report ({e}; {}):\n{stdout}\n{stderr}",
-                output.status
-            )
-        });
-        Self {
-            success: output.status.success(),
-            json,
-            stderr,
-        }
-    }
-
-    fn u64(&self, key: &str) -> u64 {
-        self.json[key]
-            .as_u64()
-            .unwrap_or_else(|| panic!("no {key} in {}", self.json))
-    }
-
-    fn url(&self) -> String {
-        self.json["url"].as_str().unwrap().to_owned()
-    }
-
-    /// Panics with everything known unless the run succeeded.
-    fn assert_success(&self, what: &str) {
-        assert!(
-            self.success,
-            "{what} failed: {}\n{}",
-            self.json, self.stderr
-        );
-    }
-}
-
-/// Node's `node_modules` with tus-js-client.
-fn node_modules() -> PathBuf {
-    let modules = workspace().join(".tools/node/node_modules");
-    assert!(
-        modules.join("tus-js-client/package.json").is_file(),
-        "no tus-js-client in {}: run scripts/install-test-deps.sh",
-        modules.display()
-    );
-    modules
-}
-
-async fn tus_js(args: &[String]) -> Report {
-    let node = testsupport::find_tool("node").unwrap();
-    let mut command = Command::new(node);
-    command
-        .arg(script("tus_js_upload.cjs"))
-        .args(args)
-        .env("NODE_PATH", node_modules())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+/// One run of `tests/tus/tus_js_upload.cjs` (a [`tus_js_command`]) to its
+/// end.
+async fn tus_js(mut command: Command) -> Report {
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
     let output = tokio::task::spawn_blocking(move || command.output())
         .await
         .unwrap()
@@ -220,46 +130,8 @@ async fn tus_js(args: &[String]) -> Report {
 // ---------------------------------------------------------------------------
 // The protocol by hand.
 
-/// tus requests to one gateway as one caller.
-struct Tus {
-    base: String,
-    client: reqwest::Client,
-    auth: Option<String>,
-}
-
+/// This file's requests (see [`common::tus`]).
 impl Tus {
-    fn new(addr: SocketAddr) -> Self {
-        Self {
-            base: format!("http://{addr}"),
-            client: reqwest::Client::new(),
-            auth: None,
-        }
-    }
-
-    fn with_token(addr: SocketAddr, token: &str) -> Self {
-        Self {
-            auth: Some(format!("Bearer {token}")),
-            ..Self::new(addr)
-        }
-    }
-
-    fn endpoint(&self) -> String {
-        format!("{}/uploads/", self.base)
-    }
-
-    /// A request without `Tus-Resumable`.
-    fn bare(&self, method: Method, url: &str) -> RequestBuilder {
-        let request = self.client.request(method, url);
-        match &self.auth {
-            Some(auth) => request.header(header::AUTHORIZATION, auth),
-            None => request,
-        }
-    }
-
-    fn request(&self, method: Method, url: &str) -> RequestBuilder {
-        self.bare(method, url).header("Tus-Resumable", TUS_VERSION)
-    }
-
     /// `POST /uploads/` declaring `length` (or deferring it) with `metadata`.
     fn create(&self, length: Option<usize>, metadata: &[(&str, &str)]) -> RequestBuilder {
         let request = self
@@ -278,34 +150,11 @@ impl Tus {
         self.location(&answer)
     }
 
-    /// The upload URL in a 201's `Location`, made absolute.
-    fn location(&self, answer: &Response) -> String {
-        let location = header_str(answer.headers(), "location")
-            .unwrap_or_else(|| panic!("a 201 without Location: {:?}", answer.headers()));
-        if location.starts_with("http://") || location.starts_with("https://") {
-            location.to_owned()
-        } else {
-            assert!(location.starts_with("/uploads/"), "Location {location}");
-            format!("{}{location}", self.base)
-        }
-    }
-
     fn patch(&self, url: &str, offset: usize, body: &[u8]) -> RequestBuilder {
         self.request(Method::PATCH, url)
             .header("Upload-Offset", offset.to_string())
             .header(header::CONTENT_TYPE, OFFSET_STREAM)
             .body(body.to_vec())
-    }
-
-    async fn head(&self, url: &str) -> Response {
-        self.request(Method::HEAD, url).send().await.unwrap()
-    }
-
-    /// The server's offset for `url` (asserting the HEAD is a 200).
-    async fn offset(&self, url: &str) -> usize {
-        let answer = self.head(url).await;
-        assert_eq!(answer.status(), StatusCode::OK, "HEAD {url}");
-        header_usize(answer.headers(), "upload-offset")
     }
 
     /// PATCHes `body` from `offset` in one request; asserts the 204 and
@@ -327,14 +176,6 @@ impl Tus {
         );
     }
 
-    /// `GET /files/<path>` as this caller.
-    async fn file(&self, path: &str) -> Response {
-        self.bare(Method::GET, &format!("{}/files/{path}", self.base))
-            .send()
-            .await
-            .unwrap()
-    }
-
     /// Asserts `path` is stored with exactly `content`: the body and the
     /// ETag (its SHA-256).
     async fn assert_stored(&self, path: &str, content: &[u8]) {
@@ -350,26 +191,6 @@ impl Tus {
         assert_eq!(body.len(), content.len(), "the length of {path}");
         assert_eq!(sha256_hex(&body), expected, "the SHA-256 of {path}");
     }
-}
-
-fn upload_metadata(pairs: &[(&str, &str)]) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD;
-    pairs
-        .iter()
-        .map(|(key, value)| format!("{key} {}", b64.encode(value)))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).map(|value| value.to_str().unwrap())
-}
-
-fn header_usize(headers: &HeaderMap, name: &str) -> usize {
-    header_str(headers, name)
-        .unwrap_or_else(|| panic!("no {name} in {headers:?}"))
-        .parse()
-        .unwrap()
 }
 
 /// `Upload-Expires` (an HTTP date), asserted to be there and parse.
@@ -400,22 +221,7 @@ fn upload_id(url: &str) -> String {
 
 /// The part files of upload `id` under `<data>/blobs/uploads/<id>/`.
 fn part_files(data_dir: &Path, id: &str) -> Vec<PathBuf> {
-    fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, found);
-            } else {
-                found.push(path);
-            }
-        }
-    }
-    let mut found = Vec::new();
-    walk(&data_dir.join("blobs/uploads").join(id), &mut found);
-    found
+    files_under(&data_dir.join("blobs/uploads").join(id))
 }
 
 fn part_bytes(parts: &[PathBuf]) -> u64 {
@@ -425,96 +231,12 @@ fn part_bytes(parts: &[PathBuf]) -> u64 {
         .sum()
 }
 
-/// `wasm_storage_uploads_in_progress` in `/metrics`.
-async fn uploads_in_progress(server: &TestServer) -> f64 {
-    let metrics = server.text("/metrics").await;
-    metrics
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix("wasm_storage_uploads_in_progress")
-                .and_then(|rest| rest.trim().rsplit(' ').next()?.parse().ok())
-        })
-        .unwrap_or_else(|| panic!("no wasm_storage_uploads_in_progress in /metrics:\n{metrics}"))
-}
-
 /// A file of `size` random bytes in `dir`; its content.
 fn random_file(dir: &Path, name: &str, size: usize) -> (PathBuf, Vec<u8>) {
     let content = random_bytes(size);
     let path = dir.join(name);
     std::fs::write(&path, &content).unwrap();
     (path, content)
-}
-
-// ---------------------------------------------------------------------------
-// A gateway process of its own, to kill with SIGKILL.
-
-struct GatewayProcess {
-    process: Option<testsupport::ChildGuard>,
-    addr: SocketAddr,
-    data_dir: PathBuf,
-    log: PathBuf,
-}
-
-impl GatewayProcess {
-    async fn start(addr: SocketAddr, data_dir: &Path, log: &Path) -> Self {
-        let mut gateway = Self {
-            process: None,
-            addr,
-            data_dir: data_dir.to_owned(),
-            log: log.to_owned(),
-        };
-        gateway.restart().await;
-        gateway
-    }
-
-    /// (Re)starts it on the same address and data directory; returns once
-    /// it answers `/healthz`.
-    async fn restart(&mut self) {
-        assert!(self.process.is_none(), "already running");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_gateway"));
-        command
-            .args(["--listen", &self.addr.to_string()])
-            .arg("--data-dir")
-            .arg(&self.data_dir)
-            .args(["--instances", "2"])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(log);
-        // Stopping it is SIGKILL, nothing gentler.
-        self.process = Some(
-            testsupport::ChildGuard::spawn(&mut command, "KILL", false, Duration::from_secs(5))
-                .unwrap(),
-        );
-        let client = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Ok(answer) = client
-                .get(format!("http://{}/healthz", self.addr))
-                .send()
-                .await
-                && answer.status().is_success()
-            {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the gateway did not start:\n{}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// SIGKILL, and wait until it is gone.
-    fn kill(&mut self) {
-        let mut process = self.process.take().expect("running");
-        process.stop();
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -621,9 +343,12 @@ async fn tuspy_resumes_after_the_gateway_is_killed_and_restarted() {
     const PACE: f64 = 0.1;
     let scratch = tempfile::tempdir().unwrap();
     let data_dir = scratch.path().join("data");
-    let addr = SocketAddr::from(([127, 0, 0, 1], testsupport::free_port()));
-    let mut gateway = GatewayProcess::start(addr, &data_dir, &scratch.path().join("log")).await;
-    let tus = Tus::new(addr);
+    let backend = Backend::local();
+    let mut gateway = GatewayProcess::new(&data_dir, &scratch.path().join("log"))
+        .start_limit(Duration::from_secs(120))
+        .started(&backend)
+        .await;
+    let tus = Tus::new(gateway.addr);
     let (file, content) = random_file(scratch.path(), "video.bin", SIZE);
     let url_file = scratch.path().join("url");
     let progress = scratch.path().join("progress");
@@ -651,7 +376,7 @@ async fn tuspy_resumes_after_the_gateway_is_killed_and_restarted() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     tokio::time::sleep(wait).await;
-    gateway.kill();
+    gateway.kill().await;
     let killed_at = started.elapsed();
     let first = Report::of(
         "tuspy",
@@ -676,7 +401,7 @@ async fn tuspy_resumes_after_the_gateway_is_killed_and_restarted() {
         first.json["error"]
     );
 
-    gateway.restart().await;
+    gateway.restart(&backend).await;
     let kept = tus.offset(&url).await;
     assert!(kept > 0, "nothing kept across the restart");
     assert!(
@@ -713,7 +438,7 @@ async fn tuspy_resumes_after_the_gateway_is_killed_and_restarted() {
     );
     assert_eq!(tus.head(&url).await.status(), StatusCode::NOT_FOUND);
     tus.assert_stored("videos/killed.bin", &content).await;
-    gateway.kill();
+    gateway.kill().await;
 }
 
 /// Termination: tuspy sends half an upload; a DELETE frees it: HEAD is a
@@ -746,7 +471,7 @@ async fn a_terminated_upload_is_gone_with_its_parts() {
         "{bytes} bytes in the parts of {} sent",
         SIZE / 2
     );
-    assert_eq!(uploads_in_progress(&server).await, 1.0);
+    assert_eq!(uploads_in_progress(server.addr).await, 1.0);
 
     let deleted = tus.request(Method::DELETE, &url).send().await.unwrap();
     assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
@@ -757,7 +482,7 @@ async fn a_terminated_upload_is_gone_with_its_parts() {
     assert_eq!(tus.head(&url).await.status(), StatusCode::NOT_FOUND);
     let left = part_files(&server.data_dir, &id);
     assert!(left.is_empty(), "parts left after DELETE: {left:?}");
-    assert_eq!(uploads_in_progress(&server).await, 0.0);
+    assert_eq!(uploads_in_progress(server.addr).await, 0.0);
     let late = tus
         .patch(&url, SIZE / 2, &[0; 1024])
         .send()
@@ -809,13 +534,13 @@ async fn an_expired_upload_is_collected() {
         httpdate::fmt_http_date(last_patch)
     );
     assert!(!part_files(&server.data_dir, &id).is_empty(), "no parts");
-    assert_eq!(uploads_in_progress(&server).await, 1.0);
+    assert_eq!(uploads_in_progress(server.addr).await, 1.0);
 
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(tus.head(&url).await.status(), StatusCode::NOT_FOUND);
     let left = part_files(&server.data_dir, &id);
     assert!(left.is_empty(), "parts left 3 s after expiry: {left:?}");
-    assert_eq!(uploads_in_progress(&server).await, 0.0);
+    assert_eq!(uploads_in_progress(server.addr).await, 0.0);
     let late = tus
         .patch(&url, 2 * CHUNK, &[0; 1024])
         .send()
@@ -1361,18 +1086,18 @@ async fn tus_js_client_resumes_an_aborted_upload() {
     // About half: a random byte of the 11th chunk, so the abort cuts a PATCH.
     let abort_at = SIZE / 2 + rand::rng().random_range(1..CHUNK);
     println!("abort once {abort_at} bytes are out");
-    let args = |mode: &str| -> Vec<String> {
-        vec![
-            mode.to_owned(),
-            tus.endpoint(),
-            file.display().to_string(),
-            storage.display().to_string(),
-            CHUNK.to_string(),
-            abort_at.to_string(),
-        ]
+    let command = |mode: &str| {
+        tus_js_command(
+            mode,
+            &tus.endpoint(),
+            &file,
+            &storage,
+            &CHUNK.to_string(),
+            abort_at,
+        )
     };
     let started = Instant::now();
-    let first = tus_js(&args("start")).await;
+    let first = tus_js(command("start")).await;
     first.assert_success("tus-js-client's first upload");
     let accepted = first.u64("accepted") as usize;
     let aborted = first.u64("aborted") as usize;
@@ -1388,7 +1113,7 @@ async fn tus_js_client_resumes_an_aborted_upload() {
         "the server's offset {kept}: {accepted} answered, {aborted} sent"
     );
 
-    let second = tus_js(&args("resume")).await;
+    let second = tus_js(command("resume")).await;
     second.assert_success("tus-js-client's resumed upload");
     assert!(second.u64("previous") >= 1);
     assert_eq!(second.url(), url, "it resumed the same upload");

@@ -30,245 +30,32 @@
 
 mod common;
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use bytes::Bytes;
-use common::{TestServer, random_bytes, sha256_hex};
-use gateway::config::Config;
+use common::backends::{Backend, BackendKind, GatewayProcess, both_backends, eventually, within};
+use common::clients::{Report, run, tus_js_command};
+use common::tus::{OFFSET_STREAM, Tus, header_str, header_usize, upload_metadata};
+use common::{files_under, random_bytes, sha256_hex, uploads_in_progress};
 use rand::Rng;
-use reqwest::header::{self, HeaderMap};
-use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use reqwest::{Method, RequestBuilder, StatusCode, header};
 use serde_json::Value;
 
 const KIB: usize = 1 << 10;
 const MIB: usize = 1 << 20;
-const TUS_VERSION: &str = "1.0.0";
-const OFFSET_STREAM: &str = "application/offset+octet-stream";
 /// How long a case may take once its backend's servers are up.
 const CASE_LIMIT: Duration = Duration::from_secs(60);
 /// How long `HEAD` may take to show what a cut request kept.
 const SETTLE_LIMIT: Duration = Duration::from_secs(10);
 
 // ---------------------------------------------------------------------------
-// The two backends.
-
-/// Runs a case twice: on SQLite and a local directory, and on PostgreSQL
-/// with blobs in SeaweedFS.
-macro_rules! both_backends {
-    ($case:ident) => {
-        mod $case {
-            use super::BackendKind;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite_and_a_local_directory() {
-                super::$case(BackendKind::Local).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres_and_seaweedfs() {
-                super::$case(BackendKind::Shared).await;
-            }
-        }
-    };
-}
-
-#[derive(Debug, Clone, Copy)]
-enum BackendKind {
-    /// SQLite and a local directory, both in the data directory.
-    Local,
-    /// PostgreSQL and blobs in an S3 bucket (SeaweedFS).
-    Shared,
-}
-
-/// The servers of the shared backend, stopped by PID when dropped.
-struct Shared {
-    postgres: testsupport::Postgres,
-    seaweed: testsupport::Seaweed,
-}
-
-/// Where a case's gateways keep their data; for the shared backend, the
-/// servers it runs on, for as long as the case.
-struct Backend {
-    shared: Option<Shared>,
-}
-
-impl Backend {
-    /// The backend of `kind`; for the shared one, a PostgreSQL and a
-    /// SeaweedFS with bucket `bucket` of its own.
-    async fn start(kind: BackendKind, bucket: &'static str) -> Self {
-        let shared = match kind {
-            BackendKind::Local => None,
-            BackendKind::Shared => Some(
-                tokio::task::spawn_blocking(move || Shared {
-                    postgres: testsupport::Postgres::start().unwrap(),
-                    seaweed: testsupport::Seaweed::start(bucket).unwrap(),
-                })
-                .await
-                .unwrap(),
-            ),
-        };
-        Self { shared }
-    }
-
-    fn is_local(&self) -> bool {
-        self.shared.is_none()
-    }
-
-    /// A gateway's configuration pointed at this backend.
-    fn configure(&self, config: &mut Config) {
-        if let Some(shared) = &self.shared {
-            config.database_url = Some(shared.postgres.url("postgres").parse().unwrap());
-            config.blob_store = Some(
-                format!("s3://{}/blobs", shared.seaweed.bucket())
-                    .parse()
-                    .unwrap(),
-            );
-            config.s3 = volume::S3Settings {
-                endpoint: Some(shared.seaweed.endpoint()),
-                region: Some(shared.seaweed.region().to_owned()),
-                access_key_id: Some(shared.seaweed.access_key().to_owned()),
-                secret_access_key: Some(shared.seaweed.secret_key().to_owned()),
-                allow_http: Some(true),
-            };
-        }
-    }
-
-    /// A gateway in this process on this backend, in a fresh temp dir.
-    async fn server(&self) -> TestServer {
-        TestServer::start(|config| self.configure(config)).await
-    }
-
-    /// The flags and environment that point a gateway process at this
-    /// backend (nothing for the local one: its data directory is all).
-    fn point(&self, command: &mut Command) {
-        if let Some(shared) = &self.shared {
-            command
-                .args(["--database-url", &shared.postgres.url("postgres")])
-                .args([
-                    "--blob-store",
-                    &format!("s3://{}/blobs", shared.seaweed.bucket()),
-                ])
-                .envs(shared.seaweed.env())
-                .env_remove("AWS_CA_BUNDLE");
-        }
-    }
-}
-
-/// Runs `case`, failing it if it takes longer than `limit`.
-async fn within<F: std::future::Future<Output = ()>>(limit: Duration, case: F) {
-    tokio::time::timeout(limit, case)
-        .await
-        .unwrap_or_else(|_| panic!("the case took longer than {limit:?}"));
-}
-
-// ---------------------------------------------------------------------------
-// A gateway process of its own, to kill with SIGKILL.
-
-struct GatewayProcess {
-    process: Option<testsupport::ChildGuard>,
-    addr: SocketAddr,
-    data_dir: PathBuf,
-    log: PathBuf,
-}
-
-impl GatewayProcess {
-    async fn start(backend: &Backend, data_dir: &Path, log: &Path) -> Self {
-        let mut gateway = Self {
-            process: None,
-            addr: SocketAddr::from(([127, 0, 0, 1], testsupport::free_port())),
-            data_dir: data_dir.to_owned(),
-            log: log.to_owned(),
-        };
-        gateway.restart(backend).await;
-        gateway
-    }
-
-    /// (Re)starts it on the same address, data directory and backend;
-    /// returns once it answers `/healthz`.
-    async fn restart(&mut self, backend: &Backend) {
-        assert!(self.process.is_none(), "already running");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_gateway"));
-        command
-            .args(["--listen", &self.addr.to_string()])
-            .arg("--data-dir")
-            .arg(&self.data_dir)
-            .args(["--instances", "2"])
-            .env("RUST_LOG", "warn")
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        backend.point(&mut command);
-        // Stopping it is SIGKILL, nothing gentler.
-        self.process = Some(
-            testsupport::ChildGuard::spawn(&mut command, "KILL", false, Duration::from_secs(5))
-                .unwrap(),
-        );
-        let client = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(answer) = client
-                .get(format!("http://{}/healthz", self.addr))
-                .send()
-                .await
-                && answer.status().is_success()
-            {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the gateway did not start:\n{}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// SIGKILL (by PID), and wait until it is gone.
-    async fn kill(&mut self) {
-        let mut process = self.process.take().expect("running");
-        tokio::task::spawn_blocking(move || process.stop())
-            .await
-            .unwrap();
-    }
-}
-
-// ---------------------------------------------------------------------------
 // The protocol by hand.
 
-/// tus requests to one gateway.
-struct Tus {
-    base: String,
-    client: reqwest::Client,
-}
-
+/// This file's requests (see [`common::tus`]).
 impl Tus {
-    fn new(addr: SocketAddr) -> Self {
-        Self {
-            base: format!("http://{addr}"),
-            client: reqwest::Client::new(),
-        }
-    }
-
-    fn endpoint(&self) -> String {
-        format!("{}/uploads/", self.base)
-    }
-
-    fn request(&self, method: Method, url: &str) -> RequestBuilder {
-        self.client
-            .request(method, url)
-            .header("Tus-Resumable", TUS_VERSION)
-    }
-
     /// Creates an upload of `length` bytes for `path`; its absolute URL.
     async fn created(&self, length: usize, path: &str) -> String {
         let answer = self
@@ -279,14 +66,7 @@ impl Tus {
             .await
             .unwrap();
         assert_eq!(answer.status(), StatusCode::CREATED, "POST for {path}");
-        let location = header_str(answer.headers(), "location")
-            .unwrap_or_else(|| panic!("a 201 without Location: {:?}", answer.headers()));
-        if location.starts_with("http://") || location.starts_with("https://") {
-            location.to_owned()
-        } else {
-            assert!(location.starts_with("/uploads/"), "Location {location}");
-            format!("{}{location}", self.base)
-        }
+        self.location(&answer)
     }
 
     /// A PATCH at `offset`, its body still to be given.
@@ -296,15 +76,20 @@ impl Tus {
             .header(header::CONTENT_TYPE, OFFSET_STREAM)
     }
 
-    async fn head(&self, url: &str) -> Response {
-        self.request(Method::HEAD, url).send().await.unwrap()
-    }
-
-    /// The server's offset for `url` (asserting the HEAD is a 200).
-    async fn offset(&self, url: &str) -> usize {
-        let answer = self.head(url).await;
-        assert_eq!(answer.status(), StatusCode::OK, "HEAD {url}");
-        header_usize(answer.headers(), "upload-offset")
+    /// A PATCH of all of `content` from offset 0, its body paced (see
+    /// [`paced_body`]).
+    fn paced_patch(
+        &self,
+        url: &str,
+        content: &Bytes,
+        piece: usize,
+        every: Duration,
+        cut_at: Option<usize>,
+        sent: Arc<AtomicUsize>,
+    ) -> RequestBuilder {
+        self.patch(url, 0)
+            .header(header::CONTENT_LENGTH, content.len().to_string())
+            .body(paced_body(content.clone(), piece, every, cut_at, sent))
     }
 
     /// Where the upload stands once no request is changing it any more:
@@ -389,15 +174,6 @@ impl Tus {
         }
     }
 
-    /// `GET /files/<path>`.
-    async fn file(&self, path: &str) -> Response {
-        self.client
-            .get(format!("{}/files/{path}", self.base))
-            .send()
-            .await
-            .unwrap()
-    }
-
     /// Asserts `path` is stored with exactly `content`: the body and the
     /// ETag (its SHA-256).
     async fn assert_stored(&self, path: &str, content: &[u8]) {
@@ -425,48 +201,6 @@ impl Tus {
         );
         body
     }
-
-    /// `wasm_storage_uploads_in_progress` in `/metrics`.
-    async fn uploads_in_progress(&self) -> f64 {
-        let metrics = self
-            .client
-            .get(format!("{}/metrics", self.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        metrics
-            .lines()
-            .find_map(|line| {
-                line.strip_prefix("wasm_storage_uploads_in_progress")
-                    .and_then(|rest| rest.trim().rsplit(' ').next()?.parse().ok())
-            })
-            .unwrap_or_else(|| {
-                panic!("no wasm_storage_uploads_in_progress in /metrics:\n{metrics}")
-            })
-    }
-}
-
-fn upload_metadata(pairs: &[(&str, &str)]) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD;
-    pairs
-        .iter()
-        .map(|(key, value)| format!("{key} {}", b64.encode(value)))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).map(|value| value.to_str().unwrap())
-}
-
-fn header_usize(headers: &HeaderMap, name: &str) -> usize {
-    header_str(headers, name)
-        .unwrap_or_else(|| panic!("no {name} in {headers:?}"))
-        .parse()
-        .unwrap()
 }
 
 /// A PATCH body that hands `content` to the connection `piece` bytes at a
@@ -512,26 +246,6 @@ fn paced_body(
     reqwest::Body::wrap_stream(stream)
 }
 
-/// Every file under `dir`, at any depth (none if it does not exist).
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, found);
-            } else {
-                found.push(path);
-            }
-        }
-    }
-    let mut found = Vec::new();
-    walk(dir, &mut found);
-    found
-}
-
 // ---------------------------------------------------------------------------
 // 1. A PATCH cut by its client.
 
@@ -553,15 +267,14 @@ async fn a_cut_patch_keeps_what_was_durable(kind: BackendKind) {
 
         let sent = Arc::new(AtomicUsize::new(0));
         let cut = tus
-            .patch(&url, 0)
-            .header(header::CONTENT_LENGTH, SIZE.to_string())
-            .body(paced_body(
-                content.clone(),
+            .paced_patch(
+                &url,
+                &content,
                 512 * KIB,
                 Duration::from_millis(10),
                 Some(CUT),
                 sent.clone(),
-            ))
+            )
             .send()
             .await;
         match &cut {
@@ -624,16 +337,14 @@ async fn a_gateway_killed_mid_patch_keeps_what_was_durable(kind: BackendKind) {
         let url = tus.created(SIZE, path).await;
 
         let sent = Arc::new(AtomicUsize::new(0));
-        let patch = tus
-            .patch(&url, 0)
-            .header(header::CONTENT_LENGTH, SIZE.to_string())
-            .body(paced_body(
-                content.clone(),
-                MIB,
-                Duration::from_millis(250),
-                None,
-                sent.clone(),
-            ));
+        let patch = tus.paced_patch(
+            &url,
+            &content,
+            MIB,
+            Duration::from_millis(250),
+            None,
+            sent.clone(),
+        );
         let patch = tokio::spawn(async move { patch.send().await.map(|answer| answer.status()) });
         // Killed mid-PATCH once the server says it keeps something (a
         // checkpoint: at least every 4 MiB), or once KILL_AFTER bytes went.
@@ -667,7 +378,7 @@ async fn a_gateway_killed_mid_patch_keeps_what_was_durable(kind: BackendKind) {
         assert!(
             kept > 0,
             "nothing kept across the kill; the gateway's log:\n{}",
-            std::fs::read_to_string(&gateway.log).unwrap_or_default()
+            gateway.log_text()
         );
         assert!(
             kept <= sent_by_kill,
@@ -682,23 +393,20 @@ async fn a_gateway_killed_mid_patch_keeps_what_was_durable(kind: BackendKind) {
         tus.finish(&url, kept, &content).await;
         assert_eq!(tus.head(&url).await.status(), StatusCode::NOT_FOUND);
         tus.assert_stored(path, &content).await;
-        assert_eq!(tus.uploads_in_progress().await, 0.0);
+        assert_eq!(gateway.uploads_in_progress().await, 0.0);
         if backend.is_local() {
             // The upload's files go when it completes.
             let uploads = data_dir.join("blobs/uploads");
-            let deadline = Instant::now() + Duration::from_secs(5);
-            loop {
-                let left = files_under(&uploads);
-                if left.is_empty() {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "files left under {} 5 s after the upload completed: {left:?}",
-                    uploads.display()
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            let empty = eventually(Duration::from_secs(5), || async {
+                files_under(&uploads).is_empty()
+            })
+            .await;
+            assert!(
+                empty,
+                "files left under {} 5 s after the upload completed: {:?}",
+                uploads.display(),
+                files_under(&uploads)
+            );
         }
         gateway.kill().await;
     })
@@ -708,112 +416,14 @@ async fn a_gateway_killed_mid_patch_keeps_what_was_durable(kind: BackendKind) {
 // ---------------------------------------------------------------------------
 // 3. tus-js-client with its default chunk size.
 
-/// What a client script printed (one JSON object), and how it ended.
-#[derive(Debug)]
-struct Report {
-    success: bool,
-    json: Value,
-    stderr: String,
-}
-
-impl Report {
-    fn of(what: &str, output: Output) -> Self {
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        let json = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-            panic!(
-                "{what} printed no report ({e}; {}):\n{stdout}\n{stderr}",
-                output.status
-            )
-        });
-        Self {
-            success: output.status.success(),
-            json,
-            stderr,
-        }
-    }
-
-    fn u64(&self, key: &str) -> u64 {
-        self.json[key]
-            .as_u64()
-            .unwrap_or_else(|| panic!("no {key} in {}", self.json))
-    }
-
-    fn url(&self) -> String {
-        self.json["url"].as_str().unwrap().to_owned()
-    }
-
-    /// Panics with everything known unless the run succeeded.
-    fn assert_success(&self, what: &str) {
-        assert!(
-            self.success,
-            "{what} failed: {}\n{}",
-            self.json, self.stderr
-        );
-    }
-}
-
-fn script(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/tus")
-        .join(name)
-}
-
-/// Node's `node_modules` with tus-js-client.
-fn node_modules() -> PathBuf {
-    let modules = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .join(".tools/node/node_modules");
-    assert!(
-        modules.join("tus-js-client/package.json").is_file(),
-        "no tus-js-client in {}: run scripts/install-test-deps.sh",
-        modules.display()
-    );
-    modules
-}
-
-/// Runs `command` to its end off the runtime's threads, killing it (by
-/// its PID) after `limit`.
-async fn run_bounded(mut command: Command, limit: Duration) -> Output {
-    tokio::task::spawn_blocking(move || {
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + limit;
-        while child.try_wait().unwrap().is_none() {
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap()
-}
-
-/// One run of `tests/tus/tus_js_upload.cjs`, its PATCH bodies paced to
-/// `pace` bytes a second if given.
-async fn tus_js(args: &[String], pace: Option<usize>) -> Report {
-    let node = testsupport::find_tool("node").unwrap();
-    let mut command = Command::new(node);
-    command
-        .arg(script("tus_js_upload.cjs"))
-        .args(args)
-        .env("NODE_PATH", node_modules());
+/// One run of `tests/tus/tus_js_upload.cjs` (a [`tus_js_command`]), its
+/// PATCH bodies paced to `pace` bytes a second if given.
+async fn tus_js(mut command: Command, pace: Option<usize>) -> Report {
     match pace {
         Some(rate) => command.env("TUS_JS_PACE", rate.to_string()),
         None => command.env_remove("TUS_JS_PACE"),
     };
-    Report::of(
-        "tus-js-client",
-        run_bounded(command, Duration::from_secs(40)).await,
-    )
+    Report::of("tus-js-client", run(command, Duration::from_secs(40)).await)
 }
 
 both_backends!(tus_js_client_with_its_default_chunk_size_resumes_without_resending_what_was_kept);
@@ -839,18 +449,11 @@ async fn tus_js_client_with_its_default_chunk_size_resumes_without_resending_wha
         let storage = scratch.path().join("tus-urls.json");
         let abort_at = rand::rng().random_range(6 * MIB..18 * MIB);
         eprintln!("abort once {abort_at} bytes are out");
-        let args = |mode: &str| -> Vec<String> {
-            vec![
-                mode.to_owned(),
-                tus.endpoint(),
-                file.display().to_string(),
-                storage.display().to_string(),
-                "default".to_owned(),
-                abort_at.to_string(),
-            ]
+        let command = |mode: &str| {
+            tus_js_command(mode, &tus.endpoint(), &file, &storage, "default", abort_at)
         };
 
-        let first = tus_js(&args("start"), Some(PACE)).await;
+        let first = tus_js(command("start"), Some(PACE)).await;
         first.assert_success("tus-js-client's first upload");
         assert!(
             first.json["aborted"].is_u64(),
@@ -877,7 +480,7 @@ async fn tus_js_client_with_its_default_chunk_size_resumes_without_resending_wha
             "the server's offset {kept}, but {first_out} bytes sent"
         );
 
-        let second = tus_js(&args("resume"), None).await;
+        let second = tus_js(command("resume"), None).await;
         second.assert_success("tus-js-client's resumed upload");
         assert!(second.u64("previous") >= 1);
         assert_eq!(second.url(), url, "it resumed the same upload");
@@ -921,31 +524,24 @@ async fn tus_js_client_parallel_uploads_are_joined_into_one_file(kind: BackendKi
         let file = scratch.path().join("js.bin");
         std::fs::write(&file, &content).unwrap();
         let storage = scratch.path().join("tus-urls.json");
-        let node = testsupport::find_tool("node").unwrap();
-        let mut command = Command::new(node);
+        // Aborted never: the upload runs to its end.
+        let mut command = tus_js_command(
+            "start",
+            &tus.endpoint(),
+            &file,
+            &storage,
+            "default",
+            SIZE + 1,
+        );
         command
-            .arg(script("tus_js_upload.cjs"))
-            .args([
-                "start".to_owned(),
-                tus.endpoint(),
-                file.display().to_string(),
-                storage.display().to_string(),
-                "default".to_owned(),
-                // Never: the upload runs to its end.
-                (SIZE + 1).to_string(),
-            ])
-            .env("NODE_PATH", node_modules())
             .env("TUS_JS_PARALLEL", "4")
             .env_remove("TUS_JS_PACE");
-        let report = Report::of(
-            "tus-js-client",
-            run_bounded(command, Duration::from_secs(40)).await,
-        );
+        let report = Report::of("tus-js-client", run(command, Duration::from_secs(40)).await);
         report.assert_success("tus-js-client's parallel upload");
         let offsets = report.json["patch_offsets"].as_array().unwrap();
         assert!(offsets.len() >= 4, "four partial uploads: {}", report.json);
         tus.assert_stored("js.bin", &content).await;
-        assert_eq!(tus.uploads_in_progress().await, 0.0);
+        assert_eq!(uploads_in_progress(server.addr).await, 0.0);
         server.stop().await;
     })
     .await;
@@ -965,16 +561,14 @@ enum Outcome {
 /// at 2 MiB every 50 ms; how each ended.
 async fn race(tus: &Tus, url: &str, bodies: [&Bytes; 2]) -> Vec<Outcome> {
     let patches = bodies.map(|body| {
-        let request = tus
-            .patch(url, 0)
-            .header(header::CONTENT_LENGTH, body.len().to_string())
-            .body(paced_body(
-                body.clone(),
-                2 * MIB,
-                Duration::from_millis(50),
-                None,
-                Arc::new(AtomicUsize::new(0)),
-            ));
+        let request = tus.paced_patch(
+            url,
+            body,
+            2 * MIB,
+            Duration::from_millis(50),
+            None,
+            Arc::new(AtomicUsize::new(0)),
+        );
         async move {
             match request.send().await {
                 Ok(answer) => {

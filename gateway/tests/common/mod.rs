@@ -1,9 +1,15 @@
 //! A real gateway on a free loopback port with a temp data directory, and
-//! small HTTP helpers for the integration tests.
+//! small HTTP helpers for the integration tests; below, the two backends
+//! and a gateway child process (`backends`), the client programs the tests
+//! drive (`clients`), tus by hand (`tus`) and a headless browser
+//! (`browser`).
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
+pub mod backends;
 pub mod browser;
+pub mod clients;
+pub mod tus;
 
 use std::path::{Path, PathBuf};
 
@@ -192,6 +198,58 @@ pub fn blob_files(data_dir: &Path) -> Vec<PathBuf> {
         }
     }
     found
+}
+
+/// Every file under `dir`, at any depth (none if it does not exist).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, found);
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(dir, &mut found);
+    found
+}
+
+/// `wasm_storage_uploads_in_progress` in the `/metrics` of the gateway at
+/// `addr`.
+pub async fn uploads_in_progress(addr: std::net::SocketAddr) -> f64 {
+    let metrics = reqwest::Client::new()
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    metrics
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("wasm_storage_uploads_in_progress")
+                .and_then(|rest| rest.trim().rsplit(' ').next()?.parse().ok())
+        })
+        .unwrap_or_else(|| panic!("no wasm_storage_uploads_in_progress in /metrics:\n{metrics}"))
+}
+
+/// S3's multipart ETag of `parts`: the MD5 of their MD5s, a dash, their
+/// count, quoted.
+pub fn multipart_etag<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> String {
+    let mut digests = Vec::new();
+    let mut count = 0;
+    for part in parts {
+        digests.extend_from_slice(&md5::Md5::digest(part));
+        count += 1;
+    }
+    format!("\"{}-{count}\"", hex::encode(md5::Md5::digest(&digests)))
 }
 
 /// A [`TestServer`] that also serves the S3 API (`--s3-listen`) on a second

@@ -14,40 +14,21 @@ when no answer came (the connection cut), {"error": "transport", "status":
 0, "message", "seconds"}. With --announce, {"sending": OPERATION} is printed
 (and flushed) as each request is about to leave. No call is tried again.
 Exit status 0 whatever the calls answered; 2 on a usage failure.
+
+The client, and the outcomes as JSON, are tests/s3_system/s3call.py's.
 """
 
 import argparse
-import datetime
-import hashlib
 import json
 import sys
 import time
+from pathlib import Path
 
-import boto3
 import botocore
-from botocore.config import Config
 
-
-def jsonable(value):
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items() if k != "ResponseMetadata"}
-    if isinstance(value, list):
-        return [jsonable(v) for v in value]
-    if isinstance(value, (datetime.datetime, datetime.date)):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return value.hex()
-    if hasattr(value, "read"):
-        digest = hashlib.sha256()
-        length = 0
-        while True:
-            chunk = value.read(1 << 20)
-            if not chunk:
-                break
-            digest.update(chunk)
-            length += len(chunk)
-        return {"len": length, "sha256": digest.hexdigest()}
-    return value
+# The client and the outcomes as JSON, shared with s3_system.rs's one call a run.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "s3_system"))
+from s3call import client_error, jsonable, make_client  # noqa: E402 - found through the line above
 
 
 def emit(line):
@@ -72,21 +53,7 @@ def main():
     parser.add_argument("calls")
     args = parser.parse_args()
 
-    client = boto3.client(
-        "s3",
-        endpoint_url=args.endpoint,
-        aws_access_key_id=args.access_key,
-        aws_secret_access_key=args.secret,
-        config=Config(
-            region_name="us-east-1",
-            # `max_attempts` counts retries (botocore makes it total + 1):
-            # one attempt in all.
-            retries={"total_max_attempts": 1, "mode": "standard"},
-            s3={"addressing_style": "path"},
-            connect_timeout=10,
-            read_timeout=120,
-        ),
-    )
+    client = make_client(args.endpoint, args.access_key, args.secret)
     if args.announce:
 
         def announce(**kwargs):
@@ -98,17 +65,9 @@ def main():
         started = time.monotonic()
         try:
             result = getattr(client, operation)(**body_of(params))
-            emit({"ok": jsonable(result), "seconds": time.monotonic() - started})
+            emit({"ok": jsonable(result, head_size=0), "seconds": time.monotonic() - started})
         except botocore.exceptions.ClientError as error:
-            response = error.response
-            emit(
-                {
-                    "error": response.get("Error", {}).get("Code", ""),
-                    "message": response.get("Error", {}).get("Message", ""),
-                    "status": response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0),
-                    "seconds": time.monotonic() - started,
-                }
-            )
+            emit({**client_error(error), "seconds": time.monotonic() - started})
         except Exception as error:  # the connection cut, a body that never ended
             emit(
                 {
