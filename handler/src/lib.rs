@@ -18,8 +18,8 @@
 //! Layout:
 //! - `lib.rs`: the [`Host`] it runs against (the `volume` and `body`
 //!   interfaces of `wit/storage.wit`), [`delete`] and [`list`].
-//! - [`upload`]: [`put`]: an upload through the window, hashed as it
-//!   passes; [`append`]: one request's share of a resumable upload.
+//! - [`upload`]: [`append`]: an upload through the window, hashed as it
+//!   passes, whole or one request's share of a resumable upload.
 //! - [`hashes`]: SHA-256 and the BLAKE3 tree as one stream, whose state a
 //!   resumable upload carries from one request to the next.
 //! - [`download`]: [`Handler::fetch`] and [`Handler::send_body`]: verified
@@ -42,7 +42,7 @@ use sha2::{Digest as _, Sha256};
 
 pub use download::Handler;
 use types::{BodyError, FileMeta, HandlerError, Listing, VolumeError};
-pub use upload::{Put, append, put};
+pub use upload::{Put, append};
 
 /// Bytes asked of the host per body read, and sent per response write.
 pub const CHUNK: u32 = 256 << 10;

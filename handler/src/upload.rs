@@ -8,14 +8,14 @@
 //! the next. The host keeps its own copy of every chunk, so nothing needs
 //! to stay in the instance once it is hashed.
 //!
-//! A resumable upload ([`append`]) is the same loop over one request's
+//! A resumable upload is the same loop ([`append`]) over one request's
 //! share of the file: it takes up the hashes where the last request left
-//! them ([`HashState`]), hands the host a state to record every
-//! `checkpoint_every` bytes, at its end and when its body is cut, and
-//! stores the file when the last byte is in.
+//! them ([`crate::hashes::HashState`]), hands the host a state to record
+//! every `checkpoint_every` bytes, at its end and when its body is cut,
+//! and stores the file when the last byte is in.
 
-use crate::hashes::{HashState, Hashes};
-use crate::types::{AppendRequest, FileEnd, FileMeta, HandlerError, StoreRequest};
+use crate::hashes::Hashes;
+use crate::types::{AppendRequest, FileEnd, FileMeta, HandlerError};
 use crate::{CHUNK, Host, hex, sniff};
 
 /// What `volume.put` is told besides the path and the body.
@@ -32,32 +32,12 @@ pub struct Put<'a> {
 /// Outboard bytes handed to the host at a time.
 const OUTBOARD_PIECE: usize = 64 << 10;
 /// Bytes kept from the start of a body, to sniff its type from.
-pub const SNIFF_HEAD: usize = 4 << 10;
+const SNIFF_HEAD: usize = 4 << 10;
 
-/// Read `body` to its end through the window, hash it, and store it.
-pub async fn put<H: Host>(
-    host: &mut H,
-    request: StoreRequest,
-    body: &H::Upload,
-) -> Result<FileMeta, HandlerError> {
-    let request = AppendRequest {
-        store: request,
-        resume: HashState::default(),
-        ends: FileEnd::BodyEnd,
-        head: Vec::new(),
-        checkpoint_every: 0,
-    };
-    let stored = append(host, request, body).await?;
-    stored.ok_or_else(|| {
-        HandlerError::Body(crate::types::BodyError::Internal(
-            "a whole upload ended without being stored".into(),
-        ))
-    })
-}
-
-/// Hash `body`, one request's bytes of a resumable upload, from where
-/// `request.resume` left off, recording states on the way; store the file
-/// if its last byte is in (`request.ends`).
+/// Hash `body` through the window: one request's bytes of a resumable
+/// upload, from where `request.resume` left off, recording states on the
+/// way, or a whole upload (`FileEnd::BodyEnd`). Store the file if its last
+/// byte is in (`request.ends`).
 /// `None` when more is to come.
 pub async fn append<H: Host>(
     host: &mut H,

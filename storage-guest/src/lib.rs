@@ -40,15 +40,6 @@ thread_local! {
 struct StorageHandler;
 
 impl wit_handler::Guest for StorageHandler {
-    fn put(
-        request: wit_handler::StoreRequest,
-        body: &Upload,
-    ) -> Result<wit_types::FileMeta, wit_handler::HandlerError> {
-        run(storage_handler::put(&mut Imports, request.into(), body))
-            .map(Into::into)
-            .map_err(Into::into)
-    }
-
     fn append(
         request: wit_handler::AppendRequest,
         body: &Upload,

@@ -324,32 +324,28 @@ impl HandlerInstance {
         self.store.data_mut().limiter_mut().return_unspent();
     }
 
-    /// Read `upload` into the instance, hash it, and store it in `owner`'s tree.
+    /// Read `upload` into the instance, hash it, and store it in `owner`'s
+    /// tree: the handler's `append` of a whole body.
     pub async fn store(
         &mut self,
         owner: Owner,
         request: StoreRequest,
         upload: Upload,
     ) -> CallResult<volume::FileMeta> {
-        self.start_call(owner);
-        let request = request.into();
-        let body = self.store.data_mut().push(upload).map_err(trap)?;
-        let outcome = match &self.code {
-            Code::Wasm(bindings) => {
-                let borrowed = Resource::new_borrow(body.rep());
-                bindings
-                    .wasm_storage_storage_handler()
-                    .call_put(&mut self.store, &request, borrowed)
-                    .await
-            }
-            Code::Native(_) => Ok(NativeHandler::put(self.store.data_mut(), request, &body).await),
+        let whole = AppendRequest {
+            store: request,
+            resume: HashState::default(),
+            ends: FileEnd::BodyEnd,
+            head: Vec::new(),
+            checkpoint_every: 0,
         };
-        // Drops the staged bytes if the guest did not store them.
-        drop(self.store.data_mut().remove(body));
-        Ok(self
-            .classify(outcome)?
-            .map(|meta| own_meta(meta.into()))
-            .map_err(Into::into))
+        Ok(self.append(owner, whole, upload).await?.and_then(|stored| {
+            stored.ok_or_else(|| {
+                HandlerError::Body(BodyError::Internal(
+                    "a whole upload ended without being stored".into(),
+                ))
+            })
+        }))
     }
 
     /// Run one request's share of a resumable upload (`upload` replays

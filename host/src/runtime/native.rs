@@ -35,17 +35,6 @@ pub(super) struct NativeHandler {
 }
 
 impl NativeHandler {
-    pub(super) async fn put(
-        state: &mut HostState,
-        request: wit_handler::StoreRequest,
-        body: &Resource<Upload>,
-    ) -> Result<wit_types::FileMeta, wit_handler::HandlerError> {
-        storage_handler::put(&mut Native(state), request.into(), body)
-            .await
-            .map(Into::into)
-            .map_err(Into::into)
-    }
-
     pub(super) async fn append(
         state: &mut HostState,
         request: wit_handler::AppendRequest,
