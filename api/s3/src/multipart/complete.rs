@@ -144,11 +144,25 @@ impl S3Api {
                 (Some(info.to_json()), info)
             }
         };
-        let (stored, info) = self
+        let completed = self
             .files
             .complete_multipart(&caller, &upload, chosen, whole, describe, lock)
-            .await
-            .map_err(object_error)?;
+            .await;
+        let (stored, info) = match completed {
+            Ok(completed) => completed,
+            // Completed (or aborted) by another request meanwhile, which
+            // took its parts: as S3 answers the one that lost.
+            Err(_)
+                if self
+                    .files
+                    .find_multipart(&caller, &upload.id)
+                    .await
+                    .is_err() =>
+            {
+                return Err(no_such_upload());
+            }
+            Err(error) => return Err(object_error(error)),
+        };
         let fields = ChecksumFields::of(info.checksum.as_ref());
         Ok(with_checksums!(
             CompleteMultipartUploadOutput {
