@@ -123,22 +123,7 @@ async fn boto3_suite(server: &S3TestServer, key: &(String, String), extra: &[&st
 /// The value of the `/metrics` sample `sample` (its name and labels) of
 /// `server`'s gateway.
 async fn metric(server: &S3TestServer, sample: &str) -> u64 {
-    let metrics = server
-        .server
-        .client
-        .get(server.server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let line = format!("{sample} ");
-    let value = metrics
-        .lines()
-        .find_map(|found| found.strip_prefix(&line))
-        .unwrap_or_else(|| panic!("no {sample}:\n{metrics}"));
-    value.trim().parse().unwrap()
+    common::metric(server.server.addr, sample).await as u64
 }
 
 /// The Python suite `name` (a script of `tests/s3/`) against `server` as

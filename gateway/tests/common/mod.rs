@@ -220,9 +220,9 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// `wasm_storage_uploads_in_progress` in the `/metrics` of the gateway at
-/// `addr`.
-pub async fn uploads_in_progress(addr: std::net::SocketAddr) -> f64 {
+/// The value of the `/metrics` sample `sample` (its name and labels) of
+/// the gateway at `addr`.
+pub async fn metric(addr: std::net::SocketAddr, sample: &str) -> f64 {
     let metrics = reqwest::Client::new()
         .get(format!("http://{addr}/metrics"))
         .send()
@@ -231,13 +231,17 @@ pub async fn uploads_in_progress(addr: std::net::SocketAddr) -> f64 {
         .text()
         .await
         .unwrap();
+    let line = format!("{sample} ");
     metrics
         .lines()
-        .find_map(|line| {
-            line.strip_prefix("wasm_storage_uploads_in_progress")
-                .and_then(|rest| rest.trim().rsplit(' ').next()?.parse().ok())
-        })
-        .unwrap_or_else(|| panic!("no wasm_storage_uploads_in_progress in /metrics:\n{metrics}"))
+        .find_map(|found| found.strip_prefix(&line)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {sample} in /metrics:\n{metrics}"))
+}
+
+/// `wasm_storage_uploads_in_progress` in the `/metrics` of the gateway at
+/// `addr`.
+pub async fn uploads_in_progress(addr: std::net::SocketAddr) -> f64 {
+    metric(addr, "wasm_storage_uploads_in_progress").await
 }
 
 /// S3's multipart ETag of `parts`: the MD5 of their MD5s, a dash, their
