@@ -56,6 +56,35 @@ fn free_space(dir: &Path) -> String {
         .unwrap_or_else(|error| format!("unknown ({error})"))
 }
 
+/// Bytes free under `dir` (`df -B1`), `None` when `df` cannot say.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let out = std::process::Command::new("df")
+        .args(["-B1", "--output=avail"])
+        .arg(dir)
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .last()?
+        .parse()
+        .ok()
+}
+
+/// A fresh directory with `need` bytes free: under the temp dir when its
+/// disk has them, else on `/dev/shm` (tmpfs: this machine has more RAM than
+/// the test needs, a CI machine's shared disk sometimes has less room).
+fn roomy_dir(need: u64) -> tempfile::TempDir {
+    let candidates = [std::env::temp_dir(), PathBuf::from("/dev/shm")];
+    for place in &candidates {
+        let free = free_bytes(place).unwrap_or(0);
+        eprintln!("{}: {free} bytes free, {need} needed", place.display());
+        if free >= need {
+            return tempfile::tempdir_in(place).unwrap();
+        }
+    }
+    panic!("no room for {need} bytes in {candidates:?}: the machine, not the gateway");
+}
+
 fn temp_files(data_dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(data_dir.join("tmp"))
         .map(|entries| entries.map(|entry| entry.unwrap().path()).collect())
@@ -355,11 +384,12 @@ async fn corruption_is_caught_where_it_is() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_over_4_gib_round_trips_with_a_length_and_chunked() {
     let began = Instant::now();
-    let server = TestServer::start(|_| {}).await;
     let size = 4 * GIB + MIB + 17;
+    // Two such bodies on disk at once (the first file, the second one
+    // staged), and some room.
+    let dir = roomy_dir(2 * size + GIB);
+    let server = TestServer::start_in(dir.path(), |_| {}).await;
     let content = Generated::new(size);
-    // Two 4 GiB bodies on disk at once (the first file, the second one
-    // staged): a 507 below with little room here is the machine, not us.
     eprintln!("free in the data dir: {}", free_space(&server.data_dir));
 
     // What the two uploads below send: one declares its length, one is
