@@ -174,6 +174,8 @@ pub struct GatewayProcess {
     data_dir: PathBuf,
     log: PathBuf,
     start_limit: Duration,
+    /// Flags of its own, given at every start.
+    args: Vec<String>,
 }
 
 impl GatewayProcess {
@@ -187,7 +189,15 @@ impl GatewayProcess {
             data_dir: data_dir.to_owned(),
             log: log.to_owned(),
             start_limit: Duration::from_secs(30),
+            args: Vec::new(),
         }
+    }
+
+    /// It starts with `arg` too (a flag such as `--versions=false`), at
+    /// every start.
+    pub fn arg(mut self, arg: &str) -> Self {
+        self.args.push(arg.to_owned());
+        self
     }
 
     /// It serves the S3 API too (`--s3-listen`), on a port of its own.
@@ -232,6 +242,7 @@ impl GatewayProcess {
             .arg("--data-dir")
             .arg(&self.data_dir)
             .args(["--instances", "2"])
+            .args(&self.args)
             .env("RUST_LOG", "warn")
             .stdout(log.try_clone().unwrap())
             .stderr(log);
