@@ -198,16 +198,30 @@ impl Volume {
                 count(&blob.digest, self.remove_unrecorded(&blob.digest).await);
             }
         }
-        let present: HashSet<&str> = listed.iter().map(|blob| blob.digest.as_str()).collect();
-        let mut files_missing_blobs = 0;
+        let packed = self.packed_present().await?;
+        let present: HashSet<&str> = listed
+            .iter()
+            .map(|blob| blob.digest.as_str())
+            .chain(packed.iter().map(String::as_str))
+            .collect();
+        let mut absent = Vec::new();
         for named in self.referenced().await? {
             if present.contains(named.as_str()) {
                 continue;
             }
             // Perhaps written after the listing: look once more.
             let digest = Digest::parse(&named)?;
-            if !self.blobs.exists(&digest).await? {
-                tracing::error!(sha256 = %named, "a file's blob is missing from the blob store");
+            if !self.blob_present(&digest).await? {
+                absent.push(named);
+            }
+        }
+        // Perhaps no longer named either (deleted, and its blob removed,
+        // since the names were read): missing only if still named.
+        let mut files_missing_blobs = 0;
+        if !absent.is_empty() {
+            let named = self.referenced().await?;
+            for digest in absent.iter().filter(|digest| named.contains(*digest)) {
+                tracing::error!(sha256 = %digest, "a file's blob is missing from the blob store");
                 files_missing_blobs += 1;
             }
         }
@@ -232,11 +246,13 @@ impl Volume {
             tracing::debug!(expired_locks, "cleared expired WebDAV locks");
         }
         let uploads_removed = self.collect_uploads(old_enough).await?;
+        let segments_compacted = self.compact_segments().await?;
         let report = SweepReport {
             temp_files_removed: 0,
             orphan_blobs_removed: removed,
             files_missing_blobs,
             uploads_removed,
+            segments_compacted,
         };
         if report != SweepReport::default() {
             tracing::info!(?report, "collected garbage");

@@ -11,6 +11,7 @@
 
 use rusqlite::OptionalExtension as _;
 
+use crate::blobs::Packed;
 use crate::db::{Database, WriteTx, sql};
 use crate::error::VolumeError;
 use crate::types::Digest;
@@ -75,14 +76,16 @@ pub(crate) async fn lock(
     Ok(row.map(|(state, changed)| BlobState::from_row(&state, changed)))
 }
 
-/// Insert `digest`'s row as stored; `false` if a row appeared meanwhile
-/// (another process's), in which case nothing changed.
+/// Insert `digest`'s row as stored (packed at `packed`, if it is); `false`
+/// if a row appeared meanwhile (another process's) or `packed`'s segment
+/// was retired, in which case nothing changed.
 pub(crate) async fn insert_stored(
     tx: &mut WriteTx,
     digest: &Digest,
     now_ms: i64,
+    packed: Option<Packed>,
 ) -> Result<bool, VolumeError> {
-    insert(tx, digest, "stored", now_ms, None).await
+    insert(tx, digest, "stored", now_ms, None, packed).await
 }
 
 /// Insert `digest`'s row as being removed, claimed by `claimant` at
@@ -94,7 +97,7 @@ pub(crate) async fn insert_deleting(
     claimant: &str,
     now_ms: i64,
 ) -> Result<bool, VolumeError> {
-    insert(tx, digest, "deleting", now_ms, Some(claimant)).await
+    insert(tx, digest, "deleting", now_ms, Some(claimant), None).await
 }
 
 async fn insert(
@@ -103,15 +106,23 @@ async fn insert(
     state: &str,
     now_ms: i64,
     claimant: Option<&str>,
+    packed: Option<Packed>,
 ) -> Result<bool, VolumeError> {
+    // A packed blob's row only while its segment is not retired (see
+    // `packing`): checked in the same statement, not one more.
     let inserted = sql::query(
-        "INSERT INTO blobs (sha256, state, changed_ms, claimant) VALUES ($1, $2, $3, $4)
+        "INSERT INTO blobs (sha256, state, changed_ms, claimant, segment, segment_offset, packed_len)
+         SELECT $1, $2, $3, $4, $5, $6, $7
+         WHERE NOT EXISTS (SELECT 1 FROM retired_segments WHERE id = $5)
          ON CONFLICT (sha256) DO NOTHING",
     )
     .bind(digest.as_str())
     .bind(state)
     .bind(now_ms)
     .bind(claimant)
+    .bind(packed.map(|packed| packed.segment))
+    .bind(packed.map(|packed| packed.offset))
+    .bind(packed.map(|packed| packed.len))
     .execute(&mut **tx)
     .await?
     .rows_affected();

@@ -66,6 +66,7 @@ mod locking;
 mod locks;
 mod object_lock;
 mod owners;
+mod packing;
 mod properties;
 mod quota;
 mod resumable;
@@ -153,6 +154,7 @@ impl Volume {
             claimant: config::claimant(&config.data_dir)?,
         };
         let temp_files_removed = blobs::clear_temp(&volume.tmp).await?;
+        volume.number_segments().await?;
         let report = SweepReport {
             temp_files_removed,
             ..volume.collect_at_open().await?
@@ -236,7 +238,8 @@ impl Volume {
             self.policy,
         )
         .await?;
-        let mut written = false;
+        // Once written: where, if packed (see `packing`).
+        let mut written: Option<Option<blobs::Packed>> = None;
         let mut waited = Duration::ZERO;
         loop {
             match ledger::peek(self.db(), digest).await? {
@@ -249,9 +252,8 @@ impl Volume {
                     waited += self.wait_for_removal(digest, waited).await?;
                     continue;
                 }
-                None if !written => {
-                    self.blobs.write(digest, &mut staged).await?;
-                    written = true;
+                None if written.is_none() => {
+                    written = Some(self.write_blob(digest, &mut staged).await?);
                 }
                 _ => {}
             }
@@ -263,7 +265,7 @@ impl Volume {
                     tx.rollback().await?;
                     continue;
                 }
-                None if !written => {
+                None if written.is_none() => {
                     tx.rollback().await?;
                     continue;
                 }
@@ -273,13 +275,17 @@ impl Volume {
                     // `stored` row, an orphan removal this very key), and
                     // one that finished before the claim finished deleting
                     // first: so the blob found now stays.
-                    if !ledger::insert_stored(&mut tx, digest, now_ms()).await? {
+                    let packed = written.flatten();
+                    if !ledger::insert_stored(&mut tx, digest, now_ms(), packed).await? {
+                        if self.packed_gone(&mut tx, packed).await? {
+                            written = None;
+                        }
                         tx.rollback().await?;
                         continue;
                     }
-                    if !self.blobs.exists(digest).await? {
+                    if packed.is_none() && !self.blobs.exists(digest).await? {
                         tx.rollback().await?;
-                        written = false;
+                        written = None;
                         continue;
                     }
                 }
@@ -425,7 +431,11 @@ impl Volume {
                 }
             };
             let digest = Digest::parse(&meta.sha256)?;
-            match self.blobs.open_blob(&digest, meta.size).await? {
+            let opened = match self.read_packed(&digest, meta.size).await? {
+                Some(bytes) => bytes.map(|bytes| BlobReader::in_memory(bytes.into(), meta.size)),
+                None => self.blobs.open_blob(&digest, meta.size).await?,
+            };
+            match opened {
                 Some(reader) => return Ok((meta, reader)),
                 None if attempt == ATTEMPTS => return Err(VolumeError::MissingBlob(meta.sha256)),
                 None => {}
@@ -552,7 +562,7 @@ impl Volume {
 
     /// Whether blob `digest` is in the blob store.
     pub async fn blob_exists(&self, digest: &Digest) -> Result<bool, VolumeError> {
-        self.blobs.exists(digest).await
+        self.blob_present(digest).await
     }
 
     /// Users, tokens, sessions and share links, kept in the same database.

@@ -105,6 +105,27 @@ const LOCK_COLUMNS: &str = "token, path, infinite, exclusive, timeout_s, expires
 
 /// The locks of `owner`'s tree that have not expired.
 pub(crate) async fn locks(db: &Database, owner: Owner) -> Result<Vec<DavLock>, VolumeError> {
+    if let Some(reader) = db.sync_reader() {
+        // Every write asks (most often to find none): on the caller's
+        // thread (`db::reader`), not a trip to a pooled connection's.
+        let sql =
+            format!("SELECT {LOCK_COLUMNS} FROM dav_locks WHERE owner = ?1 AND expires_ms > ?2");
+        return reader.read(|connection| {
+            connection
+                .prepare_cached(&sql)?
+                .query_map(rusqlite::params![owner.id(), now_ms()], |row| {
+                    Ok(DavLock::from(LockRow {
+                        token: row.get(0)?,
+                        path: row.get(1)?,
+                        infinite: row.get(2)?,
+                        exclusive: row.get(3)?,
+                        timeout_s: row.get(4)?,
+                        expires_ms: row.get(5)?,
+                    }))
+                })?
+                .collect()
+        });
+    }
     let rows: Vec<LockRow> = sql::query_as(&format!(
         "SELECT {LOCK_COLUMNS} FROM dav_locks WHERE owner = $1 AND expires_ms > $2"
     ))

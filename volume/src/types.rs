@@ -285,6 +285,9 @@ pub struct SweepReport {
     pub files_missing_blobs: usize,
     /// Resumable uploads expired (or parts left without an upload) and removed.
     pub uploads_removed: usize,
+    /// Segments of packed blobs compacted: their live blobs moved, their
+    /// file removed.
+    pub segments_compacted: usize,
 }
 
 /// Milliseconds since the Unix epoch, the timestamps of the index.

@@ -6,9 +6,11 @@
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::reader::BlobReader;
+use super::segments::Segments;
 use super::shared::{ListedBlob, SMALL_BLOB, blocking};
 use super::staged::{Staged, StagedBlob, make_temp_file};
 use crate::error::VolumeError;
@@ -29,6 +31,8 @@ enum Source {
 #[derive(Debug, Clone)]
 pub(crate) struct LocalBlobs {
     root: PathBuf,
+    /// Where small blobs are packed.
+    segments: Arc<Segments>,
 }
 
 impl LocalBlobs {
@@ -36,7 +40,12 @@ impl LocalBlobs {
         fs::create_dir_all(root).map_err(|e| VolumeError::io("creating the blob directory", e))?;
         Ok(Self {
             root: root.to_path_buf(),
+            segments: Arc::new(Segments::open(root)?),
         })
+    }
+
+    pub(crate) fn segments(&self) -> &Arc<Segments> {
+        &self.segments
     }
 
     pub(crate) fn path_of(&self, digest: &Digest) -> PathBuf {

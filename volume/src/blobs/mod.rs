@@ -3,7 +3,8 @@
 //!
 //! - [`local`]: files under the data directory (the embedded default),
 //!   written to a temp file, fsynced, linked into place, the directory
-//!   fsynced: durable when the call returns.
+//!   fsynced: durable when the call returns; blobs of at most 64 KiB
+//!   packed into segment files instead ([`segments`]).
 //! - [`object`]: an S3-compatible object store through Apache
 //!   `object_store` (a single conditional `PutObject` for small blobs, a
 //!   streamed multipart upload for large ones).
@@ -15,6 +16,7 @@
 mod local;
 mod object;
 mod reader;
+mod segments;
 mod shared;
 mod staged;
 
@@ -24,8 +26,12 @@ use std::str::FromStr;
 
 pub use self::object::S3Settings;
 pub use self::reader::BlobReader;
+#[cfg(test)]
+pub(crate) use self::segments::HEADER as RECORD_HEADER;
+pub(crate) use self::segments::{Packed, SEGMENT_TARGET, Segments, packs};
 use self::shared::ListedBlob;
 pub(crate) use self::staged::KeptPart;
+pub(crate) use self::staged::Staged;
 pub use self::staged::StagedBlob;
 pub(crate) use self::staged::clear_temp;
 use crate::error::VolumeError;
@@ -100,6 +106,16 @@ impl BlobStore {
             BlobUrl::Local(dir) => Self::Local(LocalBlobs::open(dir)?),
             BlobUrl::S3 { bucket, prefix } => Self::Object(ObjectBlobs::s3(bucket, prefix, s3)?),
         })
+    }
+
+    /// The segments small blobs are packed into: a local store's (an
+    /// object store keeps each blob an object of its own, see
+    /// `ARCHITECTURE.md`).
+    pub(crate) fn segments(&self) -> Option<&std::sync::Arc<Segments>> {
+        match self {
+            Self::Local(local) => Some(local.segments()),
+            Self::Object(_) => None,
+        }
     }
 
     /// Make `staged` the blob `digest`. Idempotent: the same content may be

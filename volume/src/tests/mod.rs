@@ -15,6 +15,7 @@ mod estimator_samples;
 mod files;
 mod object_lock;
 mod owners;
+mod packing;
 mod uploads;
 mod versions;
 

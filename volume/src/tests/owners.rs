@@ -206,8 +206,9 @@ async fn accounts_keep_tokens_sessions_shares_and_secrets(backend: &Backend) {
 
 /// The tables that keep no owner's rows; every other table of the schema
 /// is in the cascades' one list (`owners::TABLES`).
-const NOT_AN_OWNERS: [&str; 5] = [
+const NOT_AN_OWNERS: [&str; 6] = [
     "blobs",
+    "retired_segments",
     "secrets",
     "memory_samples",
     "process_samples",

@@ -1,0 +1,421 @@
+//! Small blobs packed into segment files, as Haystack and SeaweedFS's
+//! volumes keep them: a blob of at most [`SMALL_BLOB`] bytes on a local
+//! store is not a file of its own but a record appended to the open
+//! segment, `<root>/segments/<number>`, and the writers that append at
+//! about the same time share one `fdatasync` ([`GroupSync`]) where each
+//! file of its own cost a file, two fsyncs and a link. The blob's ledger
+//! row says where its record is ([`Packed`]); the record's header (a magic
+//! number, the length, the digest) lets compaction check what it copies.
+//!
+//! A segment is appended to by one process, never after it restarts (a new
+//! one is opened then), so a record torn by a crash lies past every
+//! record a row names. Records no row names (blobs removed since, writes a
+//! crash cut before their row) are dead space, given back when the
+//! collection compacts the segment (`Volume::compact_segments`): its live
+//! records are copied to the open segment, the rows moved, the segment
+//! recorded as retired and its file removed.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use tokio::sync::Notify;
+
+use super::shared::{SMALL_BLOB, blocking};
+use crate::error::VolumeError;
+use crate::types::Digest;
+
+/// A segment is closed once it holds this much; the next record opens a
+/// new one. Small enough that compacting one is a short job.
+pub(crate) const SEGMENT_TARGET: u64 = 32 << 20;
+
+/// Bytes before each record's blob: [`MAGIC`], its length (u32, little
+/// endian) and its SHA-256.
+pub(crate) const HEADER: u64 = 4 + 4 + 32;
+
+const MAGIC: &[u8; 4] = b"WSB1";
+
+/// The folder of segment files under the blob root.
+const SEGMENTS: &str = "segments";
+
+/// Where a packed blob's bytes are: `len` bytes from `offset` of segment
+/// `segment` (past its record's header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Packed {
+    pub(crate) segment: i64,
+    pub(crate) offset: i64,
+    pub(crate) len: i64,
+}
+
+impl Packed {
+    /// The record's bytes in its segment, header included.
+    pub(crate) fn record_len(&self) -> u64 {
+        HEADER + u64::try_from(self.len).unwrap_or(0)
+    }
+}
+
+/// A segment file as a listing sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct ListedSegment {
+    pub(crate) id: i64,
+    pub(crate) len: u64,
+    pub(crate) modified: SystemTime,
+}
+
+/// The segments of one local blob store.
+#[derive(Debug)]
+pub(crate) struct Segments {
+    dir: PathBuf,
+    /// The segment records are appended to, and the number the next one
+    /// gets; `None` until the first small blob after a start.
+    open: Mutex<Appending>,
+}
+
+#[derive(Debug)]
+struct Appending {
+    segment: Option<Arc<OpenSegment>>,
+    next_id: i64,
+}
+
+/// A segment being appended to.
+#[derive(Debug)]
+struct OpenSegment {
+    id: i64,
+    file: File,
+    /// Bytes reserved so far: where the next record goes.
+    end: Mutex<u64>,
+    sync: GroupSync,
+}
+
+impl Segments {
+    /// The segments under `root`; new ones are numbered after every one
+    /// there and every one retired (`retired_max`), so none is reused.
+    pub(crate) fn open(root: &Path) -> Result<Self, VolumeError> {
+        let dir = root.join(SEGMENTS);
+        fs::create_dir_all(&dir).map_err(|e| VolumeError::io("creating the segment folder", e))?;
+        Ok(Self {
+            dir,
+            open: Mutex::new(Appending {
+                segment: None,
+                next_id: 1,
+            }),
+        })
+    }
+
+    /// New segments are numbered above `highest` (the highest retired).
+    pub(crate) async fn number_after(&self, highest: i64) -> Result<(), VolumeError> {
+        let listed = self.list().await?;
+        let highest = listed.iter().map(|s| s.id).fold(highest, i64::max);
+        let mut open = self.open.lock().expect("segments lock");
+        open.next_id = open.next_id.max(highest + 1);
+        Ok(())
+    }
+
+    fn path_of(&self, id: i64) -> PathBuf {
+        self.dir.join(id.to_string())
+    }
+
+    /// The number of the segment appended to now, if any.
+    pub(crate) fn open_id(&self) -> Option<i64> {
+        let open = self.open.lock().expect("segments lock");
+        open.segment.as_ref().map(|segment| segment.id)
+    }
+
+    /// Append blob `digest`'s `bytes` (at most [`SMALL_BLOB`] of content
+    /// and its outboard) as a record; returns once it is durable.
+    pub(crate) async fn append(
+        self: &Arc<Self>,
+        digest: &Digest,
+        bytes: Vec<u8>,
+    ) -> Result<Packed, VolumeError> {
+        let len = u32::try_from(bytes.len()).map_err(|_| {
+            VolumeError::io(
+                "packing a blob",
+                io::Error::other("a blob too large for a segment"),
+            )
+        })?;
+        let mut record = Vec::with_capacity(bytes.len() + HEADER as usize);
+        record.extend_from_slice(MAGIC);
+        record.extend_from_slice(&len.to_le_bytes());
+        record.extend_from_slice(&digest_bytes(digest));
+        record.extend_from_slice(&bytes);
+        let segments = self.clone();
+        let (segment, at) = blocking(move || {
+            let (segment, at) = segments.reserve(record.len() as u64)?;
+            segment
+                .file
+                .write_all_at(&record, at)
+                .map_err(|e| VolumeError::io("writing a packed blob", e))?;
+            Ok((segment, at))
+        })
+        .await?;
+        segment.sync.durable(&segment).await?;
+        Ok(Packed {
+            segment: segment.id,
+            offset: i64::try_from(at + HEADER).unwrap_or(i64::MAX),
+            len: i64::from(len),
+        })
+    }
+
+    /// Room for `len` bytes in the open segment, opening a new one when
+    /// there is none, it is full, or its last sync failed (what it holds
+    /// after that failure can no longer be trusted to reach the disk).
+    fn reserve(&self, len: u64) -> Result<(Arc<OpenSegment>, u64), VolumeError> {
+        let mut open = self.open.lock().expect("segments lock");
+        if let Some(segment) = &open.segment
+            && !segment.sync.failed.load(Ordering::SeqCst)
+        {
+            let mut end = segment.end.lock().expect("segment end");
+            if *end == 0 || *end + len <= SEGMENT_TARGET {
+                let at = *end;
+                *end += len;
+                return Ok((segment.clone(), at));
+            }
+        }
+        // Another process on the same store may have taken the number.
+        let (id, file) = loop {
+            let id = open.next_id;
+            open.next_id += 1;
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(self.path_of(id))
+            {
+                Ok(file) => break (id, file),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(VolumeError::io("creating a segment", e)),
+            }
+        };
+        // Its name made durable once; its records by `fdatasync` after.
+        sync_dir(&self.dir)?;
+        let segment = Arc::new(OpenSegment {
+            id,
+            file,
+            end: Mutex::new(len),
+            sync: GroupSync::default(),
+        });
+        open.segment = Some(segment.clone());
+        Ok((segment, 0))
+    }
+
+    /// Append no more to segment `id` (another process retired it).
+    pub(crate) fn abandon(&self, id: i64) {
+        let mut open = self.open.lock().expect("segments lock");
+        if open
+            .segment
+            .as_ref()
+            .is_some_and(|segment| segment.id == id)
+        {
+            open.segment = None;
+        }
+    }
+
+    /// A packed blob's bytes, the content's `size` first; `None` when its
+    /// segment is gone (compacted away after the caller read the row).
+    /// Read on the caller's thread: a few KiB, most often from the page
+    /// cache (see `LocalBlobs::open_blob`).
+    pub(crate) fn read(&self, packed: Packed) -> Result<Option<Vec<u8>>, VolumeError> {
+        let file = match File::open(self.path_of(packed.segment)) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(VolumeError::io("reading a packed blob", e)),
+        };
+        let mut bytes = vec![0; usize::try_from(packed.len).unwrap_or(0)];
+        let offset = u64::try_from(packed.offset).unwrap_or(0);
+        let mut filled = 0;
+        while filled < bytes.len() {
+            match file.read_at(&mut bytes[filled..], offset + filled as u64) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(VolumeError::io("reading a packed blob", e)),
+            }
+        }
+        // A record cut short reads short: the reader's verification fails it.
+        bytes.truncate(filled);
+        Ok(Some(bytes))
+    }
+
+    /// A record's blob, checked against its header (the magic, the length
+    /// and `digest`): `None` if the header says otherwise or the segment
+    /// is gone. For compaction, which must never copy the wrong bytes.
+    pub(crate) async fn read_record(
+        self: &Arc<Self>,
+        digest: &Digest,
+        packed: Packed,
+    ) -> Result<Option<Vec<u8>>, VolumeError> {
+        let segments = self.clone();
+        let expected = digest_bytes(digest);
+        blocking(move || {
+            let file = match File::open(segments.path_of(packed.segment)) {
+                Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(VolumeError::io("reading a segment", e)),
+            };
+            let start = u64::try_from(packed.offset)
+                .unwrap_or(0)
+                .saturating_sub(HEADER);
+            let mut record = vec![0; usize::try_from(packed.record_len()).unwrap_or(0)];
+            match file.read_exact_at(&mut record, start) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+                Err(e) => return Err(VolumeError::io("reading a segment", e)),
+            }
+            let len = u32::from_le_bytes(record[4..8].try_into().expect("4 bytes"));
+            if &record[..4] != MAGIC
+                || i64::from(len) != packed.len
+                || record[8..HEADER as usize] != expected
+            {
+                return Ok(None);
+            }
+            record.drain(..HEADER as usize);
+            Ok(Some(record))
+        })
+        .await
+    }
+
+    /// Whether segment `id` holds `packed`'s record (its file is there and
+    /// long enough).
+    pub(crate) fn holds(&self, packed: Packed) -> Result<bool, VolumeError> {
+        match fs::metadata(self.path_of(packed.segment)) {
+            Ok(meta) => Ok(meta.len() >= u64::try_from(packed.offset + packed.len).unwrap_or(0)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(VolumeError::io("looking for a segment", e)),
+        }
+    }
+
+    /// Every segment file.
+    pub(crate) async fn list(&self) -> Result<Vec<ListedSegment>, VolumeError> {
+        let dir = self.dir.clone();
+        blocking(move || {
+            let listing_error = |e| VolumeError::io("listing segments", e);
+            let mut found = Vec::new();
+            for entry in fs::read_dir(&dir).map_err(listing_error)? {
+                let entry = entry.map_err(listing_error)?;
+                let Some(id) = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|name| name.parse::<i64>().ok())
+                else {
+                    continue;
+                };
+                let meta = entry.metadata().map_err(listing_error)?;
+                found.push(ListedSegment {
+                    id,
+                    len: meta.len(),
+                    modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                });
+            }
+            found.sort_by_key(|segment| segment.id);
+            Ok(found)
+        })
+        .await
+    }
+
+    /// Remove segment `id`'s file (retired: no row names it); one already
+    /// gone is not an error. Readers that opened it read on.
+    pub(crate) async fn remove(&self, id: i64) -> Result<(), VolumeError> {
+        match tokio::fs::remove_file(self.path_of(id)).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(VolumeError::io("removing a segment", e)),
+        }
+    }
+}
+
+/// Whether a blob of `len` bytes (content and outboard) is packed.
+pub(crate) fn packs(len: u64) -> bool {
+    len <= SMALL_BLOB
+}
+
+fn digest_bytes(digest: &Digest) -> [u8; 32] {
+    let mut raw = [0; 32];
+    hex::decode_to_slice(digest.as_str(), &mut raw).expect("a digest is 64 hex digits");
+    raw
+}
+
+fn sync_dir(dir: &Path) -> Result<(), VolumeError> {
+    File::open(dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|e| VolumeError::io("syncing the segment folder", e))
+}
+
+/// One `fdatasync` for every writer that has written before it began
+/// (group commit): a writer takes a ticket once its bytes are written;
+/// when no sync runs, it starts one that covers every ticket taken so far,
+/// else it waits for the running one to end and looks again. The sync runs
+/// in a task of its own, so a writer that gives up cannot leave it
+/// half-way. A failed sync fails every writer it covered and marks the
+/// segment failed: no later sync of it is believed (after a failed
+/// `fsync` Linux may report the next one clean with the bytes lost).
+#[derive(Debug, Default)]
+struct GroupSync {
+    state: Mutex<SyncState>,
+    done: Notify,
+    failed: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct SyncState {
+    /// Tickets taken.
+    written: u64,
+    /// Every ticket up to this one is durable.
+    synced: u64,
+    running: bool,
+}
+
+impl GroupSync {
+    async fn durable(&self, segment: &Arc<OpenSegment>) -> Result<(), VolumeError> {
+        let ticket = {
+            let mut state = self.state.lock().expect("sync state");
+            state.written += 1;
+            state.written
+        };
+        loop {
+            let notified = self.done.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = self.state.lock().expect("sync state");
+                if ticket <= state.synced {
+                    return Ok(());
+                }
+                if self.failed.load(Ordering::SeqCst) {
+                    return Err(VolumeError::io(
+                        "syncing a segment",
+                        io::Error::other("an earlier sync of this segment failed"),
+                    ));
+                }
+                if !state.running {
+                    state.running = true;
+                    let target = state.written;
+                    let segment = segment.clone();
+                    tokio::spawn(async move {
+                        let file = segment.clone();
+                        let synced = tokio::task::spawn_blocking(move || file.file.sync_data())
+                            .await
+                            .unwrap_or_else(|e| Err(io::Error::other(e)));
+                        let sync = &segment.sync;
+                        let mut state = sync.state.lock().expect("sync state");
+                        state.running = false;
+                        match synced {
+                            Ok(()) => state.synced = target,
+                            Err(error) => {
+                                tracing::error!(segment = segment.id, %error, "a segment's sync failed; it takes no more records");
+                                sync.failed.store(true, Ordering::SeqCst);
+                            }
+                        }
+                        drop(state);
+                        sync.done.notify_waiters();
+                    });
+                }
+            }
+            notified.await;
+        }
+    }
+}
