@@ -121,8 +121,23 @@ impl Volume {
         if !crate::blobs::packs(size) {
             return Ok(None);
         }
+        // Where it was last seen: its bytes are there for as long as that
+        // segment is (records are never rewritten, numbers never reused),
+        // whether or not its row has moved since.
+        if let Some(packed) = segments.last_seen(digest) {
+            match segments.read(packed)? {
+                Some(bytes) => return Ok(Some(Some(bytes))),
+                None => segments.forget(digest),
+            }
+        }
         match placement(self.db(), digest).await? {
-            Some(packed) => segments.read(packed).map(Some),
+            Some(packed) => {
+                let bytes = segments.read(packed)?;
+                if bytes.is_some() {
+                    segments.seen(digest, packed);
+                }
+                Ok(Some(bytes))
+            }
             None => Ok(None),
         }
     }

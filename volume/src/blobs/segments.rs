@@ -15,6 +15,7 @@
 //! records are copied to the open segment, the rows moved, the segment
 //! recorded as retired and its file removed.
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt as _;
@@ -73,7 +74,13 @@ pub(crate) struct Segments {
     /// The segment records are appended to, and the number the next one
     /// gets; `None` until the first small blob after a start.
     open: Mutex<Appending>,
+    /// Where blobs were last read or written, so that a small read need
+    /// not ask the index (a hint: see `Volume::read_packed`).
+    seen: Mutex<HashMap<Digest, Packed>>,
 }
+
+/// The most placements [`Segments`] remembers; past it, it starts afresh.
+const SEEN: usize = 1 << 14;
 
 #[derive(Debug)]
 struct Appending {
@@ -103,6 +110,7 @@ impl Segments {
                 segment: None,
                 next_id: 1,
             }),
+            seen: Mutex::new(HashMap::new()),
         })
     }
 
@@ -154,11 +162,13 @@ impl Segments {
         })
         .await?;
         segment.sync.durable(&segment).await?;
-        Ok(Packed {
+        let packed = Packed {
             segment: segment.id,
             offset: i64::try_from(at + HEADER).unwrap_or(i64::MAX),
             len: i64::from(len),
-        })
+        };
+        self.seen(digest, packed);
+        Ok(packed)
     }
 
     /// Room for `len` bytes in the open segment, opening a new one when
@@ -201,6 +211,25 @@ impl Segments {
         });
         open.segment = Some(segment.clone());
         Ok((segment, 0))
+    }
+
+    /// Where blob `digest` was last seen packed, if remembered.
+    pub(crate) fn last_seen(&self, digest: &Digest) -> Option<Packed> {
+        self.seen.lock().expect("seen lock").get(digest).copied()
+    }
+
+    /// Remember that blob `digest` is packed at `packed`.
+    pub(crate) fn seen(&self, digest: &Digest, packed: Packed) {
+        let mut seen = self.seen.lock().expect("seen lock");
+        if seen.len() >= SEEN {
+            seen.clear();
+        }
+        seen.insert(digest.clone(), packed);
+    }
+
+    /// Forget where blob `digest` was (its segment is gone).
+    pub(crate) fn forget(&self, digest: &Digest) {
+        self.seen.lock().expect("seen lock").remove(digest);
     }
 
     /// Append no more to segment `id` (another process retired it).

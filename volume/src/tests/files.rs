@@ -44,16 +44,22 @@ async fn a_read_starts_from_the_row_looked_up_and_survives_a_replace(backend: &B
         .unwrap();
     assert_eq!(meta, first);
     assert_eq!(reader.read_to_end().await.unwrap(), b"one");
-    // Replaced after the caller read the row (its blob freed): the read
-    // asks the index again and gets the new content, never an error.
+    // Replaced after the caller read the row (its blob freed): never an
+    // error, and never one row's metadata with another's content. A blob
+    // of its own is gone, so the read asks the index again and gets the
+    // new file; a packed one may still be read where it was (like a file
+    // opened before its unlink), and then the read is of the row it had.
     let second = put(&volume, "f", b"two").await.unwrap();
     assert!(!exists(&volume, &digest_of(b"one")).await);
     let (meta, mut reader) = volume
-        .read_looked_up(Owner::OPEN, &path("f"), Some(first))
+        .read_looked_up(Owner::OPEN, &path("f"), Some(first.clone()))
         .await
         .unwrap();
-    assert_eq!(meta, second);
-    assert_eq!(reader.read_to_end().await.unwrap(), b"two");
+    let content = reader.read_to_end().await.unwrap();
+    assert!(
+        (meta == second && content == b"two") || (meta == first && content == b"one"),
+        "{meta:?} with {content:?}"
+    );
 }
 
 async fn replace_keeps_created_and_frees_the_old_blob(backend: &Backend) {
