@@ -75,6 +75,14 @@ pub struct Config {
     #[arg(long, env = "WASM_STORAGE_VERSIONS", default_value_t = true, action = clap::ArgAction::Set)]
     pub versions: bool,
 
+    /// Pack blobs of up to 64 KiB on a local blob store into segment files,
+    /// made durable by one fdatasync per group of writers and compacted as
+    /// their records die, rather than a file (two fsyncs and a link) each.
+    /// `--pack-small-blobs=false`: every new blob a file of its own (blobs
+    /// packed before stay readable either way).
+    #[arg(long, env = "WASM_STORAGE_PACK_SMALL_BLOBS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub pack_small_blobs: bool,
+
     /// How long earlier versions and the trash are kept (30 days, as
     /// Nextcloud keeps deleted files); they count against the owner's
     /// quota meanwhile, and an upload that needs room takes it from the
@@ -401,6 +409,7 @@ impl Config {
         volume.s3 = self.s3.clone();
         volume.orphan_grace = self.orphan_grace;
         volume.removal_lease = self.removal_lease;
+        volume.pack_small_blobs = self.pack_small_blobs;
         volume.history = volume::HistoryPolicy {
             versions: self.versions,
             retention: self.trash_retention,

@@ -440,15 +440,26 @@ pub async fn serve_with_s3(
 }
 
 /// Collect the volume's garbage every `interval` (every gateway does; the
-/// volume's ledger makes that safe).
+/// volume's ledger makes that safe), and compact packed blobs' segments
+/// each time one is closed.
 async fn collect_garbage(volume: Arc<Volume>, interval: Duration) {
     let mut ticks = tokio::time::interval(interval.max(Duration::from_millis(100)));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
     loop {
-        ticks.tick().await;
-        if let Err(error) = volume.collect_garbage().await {
-            tracing::warn!(%error, "garbage collection failed; trying again next interval");
+        tokio::select! {
+            _ = ticks.tick() => {
+                if let Err(error) = volume.collect_garbage().await {
+                    tracing::warn!(%error, "garbage collection failed; trying again next interval");
+                }
+            }
+            // Small writes fill segments at their own pace: compact as
+            // each is closed, so dead records never outgrow live ones.
+            () = volume.segment_closed() => {
+                if let Err(error) = volume.compact_segments().await {
+                    tracing::warn!(%error, "compacting segments failed; trying again later");
+                }
+            }
         }
     }
 }

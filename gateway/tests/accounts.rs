@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{TestServer, blob_files, random_bytes, sha256_hex};
+use common::{TestServer, random_bytes, sha256_hex, stored_blobs};
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, COOKIE, SET_COOKIE, WWW_AUTHENTICATE};
 use serde_json::{Value, json};
@@ -303,7 +303,7 @@ async fn a_quota_stops_an_upload_with_nothing_stored() {
     )
     .await;
     assert_eq!(response.status(), StatusCode::CREATED);
-    let blobs_before = blob_files(&server.data_dir);
+    let blobs_before = stored_blobs(&server.data_dir);
     // Declared: refused before a byte is read.
     let response = send(
         &server,
@@ -334,7 +334,7 @@ async fn a_quota_stops_an_upload_with_nothing_stored() {
         let response = send(&server, reqwest::Method::GET, path, Some(&alice), None).await;
         assert_eq!(response.status(), StatusCode::NOT_FOUND);
     }
-    assert_eq!(blob_files(&server.data_dir), blobs_before);
+    assert_eq!(stored_blobs(&server.data_dir), blobs_before);
     assert_eq!(
         std::fs::read_dir(server.data_dir.join("tmp"))
             .unwrap()

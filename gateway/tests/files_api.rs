@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{TestServer, blob_files, random_bytes, sha256_hex};
+use common::{TestServer, blob_files, blob_location, random_bytes, sha256_hex, stored_blobs};
 use gateway::runtime::HandlerKind;
 use reqwest::StatusCode;
 use reqwest::header;
@@ -346,10 +346,10 @@ async fn a_corrupted_blob_is_refused_on_download(handler: HandlerKind) {
     let server = TestServer::start(|config| config.handler = handler).await;
     let content = random_bytes(4096);
     server.put("precious", content.clone()).await;
-    let blob = &blob_files(&server.data_dir)[0];
-    let mut damaged = content.clone();
-    damaged[100] ^= 0x01;
-    std::fs::write(blob, &damaged).unwrap();
+    // Packed into a segment (4 KiB): its record there is what is damaged.
+    let (blob, at) = blob_location(&server.data_dir, &sha256_hex(&content));
+    let file = std::fs::OpenOptions::new().write(true).open(&blob).unwrap();
+    std::os::unix::fs::FileExt::write_at(&file, &[content[100] ^ 0x01], at + 100).unwrap();
 
     let fetched = server.get("precious").await;
     assert_eq!(fetched.status(), StatusCode::INTERNAL_SERVER_ERROR);
@@ -360,7 +360,7 @@ async fn a_corrupted_blob_is_refused_on_download(handler: HandlerKind) {
         "the stored content failed its integrity check"
     );
     // A truncated blob is caught too, and a range request is no way around it.
-    std::fs::write(blob, &content[..10]).unwrap();
+    file.set_len(at + 10).unwrap();
     let ranged = server
         .client
         .get(server.url("/files/precious"))
@@ -401,7 +401,7 @@ async fn bad_paths_get_400() {
         }
     }
     // Nothing reached the disk.
-    assert!(blob_files(&server.data_dir).is_empty());
+    assert!(stored_blobs(&server.data_dir).is_empty());
     // The error body says what was wrong.
     let response = server
         .client

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{TestServer, blob_files, random_bytes, sha256_hex};
+use common::{TestServer, random_bytes, sha256_hex, stored_blobs};
 use reqwest::StatusCode;
 
 /// Size of each file that fills the disk.
@@ -109,10 +109,7 @@ async fn leftover_temp_files(tmp: &Path) -> Vec<PathBuf> {
 }
 
 fn blob_names(data_dir: &Path) -> BTreeSet<String> {
-    blob_files(data_dir)
-        .iter()
-        .map(|path| path.file_name().unwrap().to_string_lossy().into_owned())
-        .collect()
+    stored_blobs(data_dir)
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{TestServer, blob_files};
+use common::{TestServer, stored_blobs};
 use reqwest::StatusCode;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -136,7 +136,7 @@ async fn a_stalled_upload_fails_with_408_and_stores_nothing() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("request_timeout"), "{answer}");
     assert_eq!(server.get("stalled").await.status(), StatusCode::NOT_FOUND);
-    assert!(blob_files(&server.data_dir).is_empty());
+    assert!(stored_blobs(&server.data_dir).is_empty());
     assert_eq!(
         std::fs::read_dir(server.data_dir.join("tmp"))
             .unwrap()

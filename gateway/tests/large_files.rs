@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{TestServer, random_bytes, sha256_hex};
+use common::{TestServer, random_bytes, roomy_dir, sha256_hex};
 use futures_util::StreamExt as _;
 use gateway::config::ByteSize;
 use reqwest::StatusCode;
@@ -54,35 +54,6 @@ fn free_space(dir: &Path) -> String {
                 .join(" ")
         })
         .unwrap_or_else(|error| format!("unknown ({error})"))
-}
-
-/// Bytes free under `dir` (`df -B1`), `None` when `df` cannot say.
-fn free_bytes(dir: &Path) -> Option<u64> {
-    let out = std::process::Command::new("df")
-        .args(["-B1", "--output=avail"])
-        .arg(dir)
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .last()?
-        .parse()
-        .ok()
-}
-
-/// A fresh directory with `need` bytes free: under the temp dir when its
-/// disk has them, else on `/dev/shm` (tmpfs: this machine has more RAM than
-/// the test needs, a CI machine's shared disk sometimes has less room).
-fn roomy_dir(need: u64) -> tempfile::TempDir {
-    let candidates = [std::env::temp_dir(), PathBuf::from("/dev/shm")];
-    for place in &candidates {
-        let free = free_bytes(place).unwrap_or(0);
-        eprintln!("{}: {free} bytes free, {need} needed", place.display());
-        if free >= need {
-            return tempfile::tempdir_in(place).unwrap();
-        }
-    }
-    panic!("no room for {need} bytes in {candidates:?}: the machine, not the gateway");
 }
 
 fn temp_files(data_dir: &Path) -> Vec<PathBuf> {

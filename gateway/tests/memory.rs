@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{TestServer, blob_files, random_bytes, sha256_hex};
+use common::{TestServer, random_bytes, sha256_hex, stored_blobs};
 use gateway::config::ByteSize;
 use gateway::pool::BodySize;
 use reqwest::StatusCode;
@@ -135,7 +135,7 @@ async fn concurrent_uploads_over_a_small_budget_end_in_201_or_503() {
     }
     assert!(stored > 0, "some uploads fit the budget");
     assert_eq!(stored + refused, 12);
-    assert_eq!(blob_files(&server.data_dir).len(), stored);
+    assert_eq!(stored_blobs(&server.data_dir).len(), stored);
     assert_eq!(temp_files(&server), 0);
     let pool = server.json("/admin/pool").await;
     assert!(
@@ -171,7 +171,7 @@ async fn a_body_larger_than_the_budget_is_refused_before_it_is_read() {
         answer.contains("33554432"),
         "the message names the budget: {answer}"
     );
-    assert!(blob_files(&server.data_dir).is_empty());
+    assert!(stored_blobs(&server.data_dir).is_empty());
     server.stop().await;
 }
 
@@ -192,7 +192,7 @@ async fn a_chunked_upload_past_the_limit_gets_413_and_stores_nothing() {
         assert_eq!(error["error"], "body_too_large");
     }
     assert_eq!(server.get("chunked").await.status(), StatusCode::NOT_FOUND);
-    assert!(blob_files(&server.data_dir).is_empty());
+    assert!(stored_blobs(&server.data_dir).is_empty());
     assert_eq!(temp_files(&server), 0);
 
     // Within the limit, an undeclared length is stored like any other.

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use common::backends::eventually;
 use common::clients::{clean, run};
-use common::{multipart_etag, random_bytes, sha256_hex};
+use common::{multipart_etag, random_bytes, roomy_dir, sha256_hex};
 use futures_util::StreamExt as _;
 use gateway::AppState;
 use gateway::config::Config;
@@ -563,7 +563,10 @@ async fn six_gib_through_multipart_with_the_aws_cli() {
             .unwrap();
         let source = work.path().join("six.bin");
         let (size, blocks) = six_gib_file(&source);
-        let data = work.path().join("data");
+        // The parts (sent 4 at a time, so kept apart) and the blob made of
+        // them at completion are on disk at once: twice the file.
+        let room = roomy_dir(2 * size + GIB);
+        let data = room.path().join("data");
         let gateway = Gateway::start(&data, |_| {}).await;
         let key = gateway.key(Owner::OPEN, "aws").await;
         s3_ok(&gateway.endpoint(), &key, "create_bucket", json!({"Bucket": "big"})).await;

@@ -433,15 +433,33 @@ impl Local {
         db.execute_batch(sql).unwrap();
     }
 
-    /// Every blob file in the local store (`blobs/<fan-out>/<sha256>`).
+    /// Every blob in the local store: files (`blobs/<fan-out>/<sha256>`)
+    /// and records packed into segments (`blobs/segments/<n>`, where the
+    /// index's row says, the segment long enough to hold it).
     fn blob_files(&self) -> std::collections::BTreeSet<String> {
         let mut found = std::collections::BTreeSet::new();
         for fan_out in std::fs::read_dir(self.data().join("blobs")).unwrap() {
-            let fan_out = fan_out.unwrap().path();
-            if fan_out.is_dir() {
-                for blob in std::fs::read_dir(fan_out).unwrap() {
+            let fan_out = fan_out.unwrap();
+            if fan_out.file_name().len() == 2 {
+                for blob in std::fs::read_dir(fan_out.path()).unwrap() {
                     found.insert(blob.unwrap().file_name().to_string_lossy().into_owned());
                 }
+            }
+        }
+        let packed = self.query(
+            "SELECT sha256 || ' ' || segment || ' ' || (segment_offset + packed_len) FROM blobs \
+             WHERE segment IS NOT NULL AND state = 'stored'",
+        );
+        for row in packed {
+            let mut fields = row.split(' ');
+            let (digest, segment, end) = (fields.next(), fields.next(), fields.next());
+            let (Some(digest), Some(segment), Some(end)) = (digest, segment, end) else {
+                continue;
+            };
+            let segment = self.data().join("blobs/segments").join(segment);
+            let end: u64 = end.parse().unwrap();
+            if std::fs::metadata(segment).is_ok_and(|meta| meta.len() >= end) {
+                found.insert(digest.to_owned());
             }
         }
         found

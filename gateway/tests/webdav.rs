@@ -390,7 +390,7 @@ async fn protocol_corners() {
         "the etag is the digest: {text}"
     );
     // COPY is rows, not bytes: the blob count does not change.
-    let blobs = common::blob_files(&server.data_dir).len();
+    let blobs = common::stored_blobs(&server.data_dir).len();
     let copy = dav(&server, "COPY", "/dav/docs/")
         .header("destination", server.url("/dav/copy/"))
         .send()
@@ -403,7 +403,7 @@ async fn protocol_corners() {
             .unwrap()
             .ends_with("/dav/copy/")
     );
-    assert_eq!(common::blob_files(&server.data_dir).len(), blobs);
+    assert_eq!(common::stored_blobs(&server.data_dir).len(), blobs);
     let copied = dav(&server, "GET", "/dav/copy/a.txt").send().await.unwrap();
     assert_eq!(copied.text().await.unwrap(), "hello");
     // Into a folder that does not exist: 409; onto another server: 502.

@@ -114,12 +114,23 @@ async fn corpus_downloads_at_a_rate_and_a_wrong_digest_is_counted() {
     assert!(error.to_string().contains("digest mismatch"), "{error}");
 }
 
-/// Blob files under a data directory.
-fn blobs(data_dir: &std::path::Path) -> usize {
-    std::fs::read_dir(data_dir.join("blobs"))
+/// The distinct contents (blobs) the files under `prefix` hold, from the
+/// gateway's listing (small blobs are records in segment files, not files
+/// of their own, so the data directory cannot be counted).
+async fn blobs(base_url: &str, prefix: &str) -> usize {
+    let listing: serde_json::Value = reqwest::get(format!("{base_url}/files/{prefix}/?limit=1000"))
+        .await
         .unwrap()
-        .map(|fan_out| std::fs::read_dir(fan_out.unwrap().path()).unwrap().count())
-        .sum()
+        .json()
+        .await
+        .unwrap();
+    let digests: std::collections::BTreeSet<String> = listing["entries"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no files in {listing}"))
+        .iter()
+        .filter_map(|entry| Some(entry["sha256"].as_str()?.to_owned()))
+        .collect();
+    digests.len()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,8 +146,9 @@ async fn fresh_bodies_make_every_upload_a_new_blob() {
     // most 2 blobs; with fresh bodies each path holds content of its own.
     for (fresh, expected_blobs) in [(false, 1..=2), (true, 8..=8)] {
         let data = tempfile::tempdir().unwrap();
+        let base_url = gateway(data.path()).await;
         let spec = RunSpec {
-            base_url: gateway(data.path()).await,
+            base_url: base_url.clone(),
             op: Op::Upload,
             workload: Workload::Sizes {
                 sizes,
@@ -153,7 +165,7 @@ async fn fresh_bodies_make_every_upload_a_new_blob() {
         };
         let summary = load::run(&spec, false).await.unwrap();
         assert_eq!(summary.failed, 0, "{:?}", summary.errors);
-        let stored = blobs(data.path());
+        let stored = blobs(&base_url, "f/uploads/w0").await;
         assert!(
             expected_blobs.contains(&stored),
             "fresh bodies {fresh}: {stored} blobs"

@@ -49,6 +49,9 @@ pub struct VolumeConfig {
     /// clock (`--lifecycle-test-day`), which only a gateway on loopback
     /// accepts.
     pub lifecycle_day: Duration,
+    /// Whether blobs of up to 64 KiB on a local store are packed into
+    /// segment files (the default) rather than a file each.
+    pub pack_small_blobs: bool,
 }
 
 impl VolumeConfig {
@@ -63,6 +66,7 @@ impl VolumeConfig {
             removal_lease: DEFAULT_REMOVAL_LEASE,
             history: HistoryPolicy::default(),
             lifecycle_day: Duration::from_secs(24 * 3600),
+            pack_small_blobs: true,
         }
     }
 }

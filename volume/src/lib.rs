@@ -119,6 +119,8 @@ pub struct Volume {
     tree: Tree,
     tmp: PathBuf,
     orphan_grace: Duration,
+    /// New blobs of up to 64 KiB are packed (`VolumeConfig::pack_small_blobs`).
+    pack_small_blobs: bool,
     removal_lease: Duration,
     /// What the operator chose for trees S3 set no versioning for.
     policy: HistoryPolicy,
@@ -145,6 +147,7 @@ impl Volume {
             tree,
             tmp,
             orphan_grace: config.orphan_grace,
+            pack_small_blobs: config.pack_small_blobs,
             removal_lease: config.removal_lease,
             policy: config.history,
             lifecycle_day_ms: i64::try_from(config.lifecycle_day.as_millis())

@@ -16,7 +16,7 @@
 //! sees the retirement and packs the blob again.
 
 use std::collections::{HashMap, HashSet};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::OptionalExtension as _;
 
@@ -25,6 +25,10 @@ use crate::blobs::{Packed, SEGMENT_TARGET, Segments, Staged, StagedBlob};
 use crate::db::{Database, WriteTx, sql};
 use crate::error::VolumeError;
 use crate::types::{Digest, now_ms};
+
+/// How long a segment no longer open stays untouched before compaction
+/// takes it.
+const SEALED_AFTER: Duration = Duration::from_secs(5);
 
 /// Where blob `digest` is packed; `None` for a blob of its own (or none).
 pub(crate) async fn placement(
@@ -72,6 +76,25 @@ async fn highest_retired(db: &Database) -> Result<i64, VolumeError> {
         .fetch_one(db.pool())
         .await?;
     Ok(row.0.unwrap_or(0))
+}
+
+/// The bytes of live records (headers included) in each segment: one
+/// scan of the index's packed rows.
+async fn live_bytes(db: &Database) -> Result<HashMap<i64, u64>, VolumeError> {
+    let rows: Vec<(i64, i64, i64)> = sql::query_as(
+        "SELECT segment, CAST(COALESCE(SUM(packed_len), 0) AS BIGINT), COUNT(*) FROM blobs
+         WHERE segment IS NOT NULL AND state = 'stored' GROUP BY segment",
+    )
+    .fetch_all(db.pool())
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(segment, bytes, records)| {
+            let bytes = u64::try_from(bytes).unwrap_or(0);
+            let headers = u64::try_from(records).unwrap_or(0) * crate::blobs::RECORD_HEADER;
+            (segment, bytes + headers)
+        })
+        .collect())
 }
 
 /// The stored blobs packed into segment `id`.
@@ -151,6 +174,7 @@ impl Volume {
         staged: &mut StagedBlob,
     ) -> Result<Option<Packed>, VolumeError> {
         if let Some(segments) = self.blobs.segments()
+            && self.pack_small_blobs
             && crate::blobs::packs(staged.content_len() + staged.outboard_len())
             && let Staged::Memory { bytes, .. } = staged.staged().await?
         {
@@ -219,27 +243,42 @@ impl Volume {
             .collect())
     }
 
+    /// Returns once a segment has been closed for a new one: a caller then
+    /// compacts ([`Volume::compact_segments`]), so that the space of
+    /// records no row names is given back at the pace it is written, not
+    /// only every `--gc-interval`. Never returns without segments.
+    pub async fn segment_closed(&self) {
+        match self.blobs.segments() {
+            Some(segments) => segments.rolled().await,
+            None => std::future::pending().await,
+        }
+    }
+
     /// Compact every sealed segment that is mostly dead space (see the
-    /// module's doc); returns how many were removed.
-    pub(crate) async fn compact_segments(&self) -> Result<usize, VolumeError> {
+    /// module's doc); returns how many were removed. Sealed: not the open
+    /// one, and untouched for [`SEALED_AFTER`] (or the orphan grace, if
+    /// shorter); correctness does not rest on it (a write into a segment
+    /// retired under it packs again), it only spares writes in flight.
+    pub async fn compact_segments(&self) -> Result<usize, VolumeError> {
         let Some(segments) = self.blobs.segments() else {
             return Ok(0);
         };
         let old_enough = SystemTime::now()
-            .checked_sub(self.orphan_grace)
+            .checked_sub(self.orphan_grace.min(SEALED_AFTER))
             .unwrap_or(UNIX_EPOCH);
         let open = segments.open_id();
         let mut removed = 0;
+        let live_bytes = live_bytes(self.db()).await?;
         for segment in segments.list().await? {
             if Some(segment.id) == open || segment.modified > old_enough {
                 continue;
             }
-            let live = packed_in(self.db(), segment.id).await?;
-            let live_bytes: u64 = live.iter().map(|(_, packed)| packed.record_len()).sum();
+            let live = live_bytes.get(&segment.id).copied().unwrap_or(0);
             // Half dead, or a small leftover (a segment open at a stop).
-            if live_bytes * 2 > segment.len && segment.len >= SEGMENT_TARGET / 4 {
+            if live * 2 > segment.len && segment.len >= SEGMENT_TARGET / 4 {
                 continue;
             }
+            let live = packed_in(self.db(), segment.id).await?;
             if self.compact(segments, segment.id, live).await? {
                 removed += 1;
             }

@@ -13,7 +13,7 @@ use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::common::{TestServer, blob_files, random_bytes, sha256_hex};
+use crate::common::{TestServer, random_bytes, sha256_hex, stored_blobs};
 
 /// `--max-body` for these tests: small, so that "too large" is cheap to send.
 pub(crate) const MAX_BODY: u64 = 64 << 10;
@@ -779,14 +779,9 @@ impl Area {
             .chain(root_files.values())
             .cloned()
             .collect();
-        let blob_names = || -> BTreeSet<String> {
-            blob_files(&server.data_dir)
-                .iter()
-                .map(|blob| blob.file_name().unwrap().to_string_lossy().into_owned())
-                .collect()
-        };
+        let blob_names = || -> BTreeSet<String> { stored_blobs(&server.data_dir) };
         same(
-            "the blob files",
+            "the stored blobs",
             &as_map(settles(blob_names, &wanted).await),
             &as_map(wanted),
             &mut failures,

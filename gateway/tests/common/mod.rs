@@ -189,12 +189,73 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// Every blob file under the data directory.
+/// Every blob file under the data directory (`blobs/<fan-out>/<sha256>`):
+/// the blobs that are files of their own, not those packed into segments
+/// (see [`stored_blobs`]).
 pub fn blob_files(data_dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     for fan_out in std::fs::read_dir(data_dir.join("blobs")).unwrap() {
-        for blob in std::fs::read_dir(fan_out.unwrap().path()).unwrap() {
+        let fan_out = fan_out.unwrap();
+        // Two hex digits; not `segments/` or `uploads/`.
+        if fan_out.file_name().len() != 2 {
+            continue;
+        }
+        for blob in std::fs::read_dir(fan_out.path()).unwrap() {
             found.push(blob.unwrap().path());
+        }
+    }
+    found
+}
+
+/// Where blob `digest`'s bytes begin in a data directory's local store:
+/// its own file from 0, or its record in a segment file (from where the
+/// index's row says).
+pub fn blob_location(data_dir: &Path, digest: &str) -> (PathBuf, u64) {
+    let index = rusqlite::Connection::open(data_dir.join("index.sqlite")).unwrap();
+    let packed: Option<(i64, u64)> = rusqlite::OptionalExtension::optional(index.query_row(
+        "SELECT segment, segment_offset FROM blobs WHERE sha256 = ?1 AND segment IS NOT NULL",
+        [digest],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    ))
+    .unwrap();
+    match packed {
+        Some((segment, offset)) => (
+            data_dir.join("blobs/segments").join(segment.to_string()),
+            offset,
+        ),
+        None => (data_dir.join("blobs").join(&digest[..2]).join(digest), 0),
+    }
+}
+
+/// The SHA-256 of every blob in a data directory's local store: the blob
+/// files, and the blobs packed into segment files (the index's rows that
+/// say so, whose segment holds their record).
+pub fn stored_blobs(data_dir: &Path) -> std::collections::BTreeSet<String> {
+    let mut found: std::collections::BTreeSet<String> = blob_files(data_dir)
+        .iter()
+        .map(|path| path.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let index = rusqlite::Connection::open(data_dir.join("index.sqlite")).unwrap();
+    let mut packed = index
+        .prepare(
+            "SELECT sha256, segment, segment_offset + packed_len FROM blobs \
+             WHERE segment IS NOT NULL AND state = 'stored'",
+        )
+        .unwrap();
+    let rows = packed
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, i64>(1)?,
+                row.get::<_, u64>(2)?,
+            ))
+        })
+        .unwrap();
+    for row in rows {
+        let (digest, segment, end) = row.unwrap();
+        let segment = data_dir.join("blobs/segments").join(segment.to_string());
+        if std::fs::metadata(segment).is_ok_and(|meta| meta.len() >= end) {
+            found.insert(digest);
         }
     }
     found
@@ -398,4 +459,33 @@ pub async fn assert_if_range(
         get_if_range(client, url, auth, &format!("W/{etag}")).await,
         "a weak entity tag",
     );
+}
+
+/// Bytes free under `dir` (`df -B1`), `None` when `df` cannot say.
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    let out = std::process::Command::new("df")
+        .args(["-B1", "--output=avail"])
+        .arg(dir)
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .last()?
+        .parse()
+        .ok()
+}
+
+/// A fresh directory with `need` bytes free: under the temp dir when its
+/// disk has them, else on `/dev/shm` (tmpfs: this machine has more RAM than
+/// the test needs, a CI machine's shared disk sometimes has less room).
+pub fn roomy_dir(need: u64) -> tempfile::TempDir {
+    let candidates = [std::env::temp_dir(), PathBuf::from("/dev/shm")];
+    for place in &candidates {
+        let free = free_bytes(place).unwrap_or(0);
+        eprintln!("{}: {free} bytes free, {need} needed", place.display());
+        if free >= need {
+            return tempfile::tempdir_in(place).unwrap();
+        }
+    }
+    panic!("no room for {need} bytes in {candidates:?}: the machine, not the gateway")
 }

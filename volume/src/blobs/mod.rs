@@ -26,7 +26,6 @@ use std::str::FromStr;
 
 pub use self::object::S3Settings;
 pub use self::reader::BlobReader;
-#[cfg(test)]
 pub(crate) use self::segments::HEADER as RECORD_HEADER;
 pub(crate) use self::segments::{Packed, SEGMENT_TARGET, Segments, packs};
 use self::shared::ListedBlob;

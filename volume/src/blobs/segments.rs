@@ -77,6 +77,8 @@ pub(crate) struct Segments {
     /// Where blobs were last read or written, so that a small read need
     /// not ask the index (a hint: see `Volume::read_packed`).
     seen: Mutex<HashMap<Digest, Packed>>,
+    /// Told when a segment is closed for a new one: time to compact.
+    rolled: Notify,
 }
 
 /// The most placements [`Segments`] remembers; past it, it starts afresh.
@@ -111,6 +113,7 @@ impl Segments {
                 next_id: 1,
             }),
             seen: Mutex::new(HashMap::new()),
+            rolled: Notify::new(),
         })
     }
 
@@ -209,8 +212,16 @@ impl Segments {
             end: Mutex::new(len),
             sync: GroupSync::default(),
         });
-        open.segment = Some(segment.clone());
+        if open.segment.replace(segment.clone()).is_some() {
+            self.rolled.notify_one();
+        }
         Ok((segment, 0))
+    }
+
+    /// Returns once a segment has been closed for a new one (since the
+    /// last call returned).
+    pub(crate) async fn rolled(&self) {
+        self.rolled.notified().await;
     }
 
     /// Where blob `digest` was last seen packed, if remembered.
