@@ -178,7 +178,8 @@ impl Volume {
             && crate::blobs::packs(staged.content_len() + staged.outboard_len())
             && let Staged::Memory { bytes, .. } = staged.staged().await?
         {
-            return segments.append(digest, bytes.to_vec()).await.map(Some);
+            // Copied once, into the record with its header.
+            return segments.append(digest, bytes).await.map(Some);
         }
         self.blobs.write(digest, staged).await.map(|()| None)
     }
@@ -305,7 +306,7 @@ impl Volume {
             // process sharing the store), like any packed write's place.
             let mut attempts = 0;
             loop {
-                let to = segments.append(digest, bytes.clone()).await?;
+                let to = segments.append(digest, &bytes).await?;
                 let moved = self
                     .db()
                     .write(async |tx: &mut WriteTx| {

@@ -141,7 +141,7 @@ impl Segments {
     pub(crate) async fn append(
         self: &Arc<Self>,
         digest: &Digest,
-        bytes: Vec<u8>,
+        bytes: &[u8],
     ) -> Result<Packed, VolumeError> {
         let len = u32::try_from(bytes.len()).map_err(|_| {
             VolumeError::io(
@@ -153,7 +153,7 @@ impl Segments {
         record.extend_from_slice(MAGIC);
         record.extend_from_slice(&len.to_le_bytes());
         record.extend_from_slice(&digest_bytes(digest));
-        record.extend_from_slice(&bytes);
+        record.extend_from_slice(bytes);
         let segments = self.clone();
         let (segment, at) = blocking(move || {
             let (segment, at) = segments.reserve(record.len() as u64)?;
