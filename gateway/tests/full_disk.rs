@@ -118,12 +118,6 @@ async fn a_full_disk_refuses_uploads_with_507_and_loses_nothing() {
         eprintln!("skipped: mounting a tmpfs needs root (`id -u` is not 0)");
         return;
     }
-    // The server's warnings (a blob it could not remove, and why) show
-    // with a failure.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn,tower_http=off")
-        .with_test_writer()
-        .try_init();
     let dir = tempfile::tempdir().unwrap();
     let mount = Tmpfs::mount(dir.path(), "4m");
     let data_dir = mount.dir.join("data");

@@ -60,15 +60,7 @@ impl Gateway {
     /// `configure`, both listeners (S3 unless `configure` turns it off) on
     /// free loopback ports.
     async fn start(data_dir: &Path, configure: impl FnOnce(&mut Config)) -> Self {
-        // The server's warnings and errors (what a 500 was) show with a
-        // failure; `RUST_LOG` shows more.
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "warn,tower_http=off".into()),
-            )
-            .with_test_writer()
-            .try_init();
+        common::show_server_warnings();
         let mut config = Config::for_data_dir(data_dir);
         config.instances = 2;
         config.s3_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));

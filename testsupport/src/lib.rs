@@ -16,11 +16,13 @@
 mod child;
 mod port;
 mod postgres;
+mod room;
 mod seaweed;
 mod tool;
 
 pub use child::{ChildGuard, process_group_members};
 pub use port::{free_port, free_port_with_grpc};
 pub use postgres::Postgres;
+pub use room::{disk_space, roomy_temp_dir};
 pub use seaweed::Seaweed;
 pub use tool::{TOOLS_ENV, find_tool};

@@ -12,10 +12,13 @@ use tempfile::TempDir;
 
 use crate::child::{ChildGuard, log_tail};
 use crate::port::{GRPC_OFFSET, free_port, free_port_with_grpc};
+use crate::room::roomy_temp_dir;
 use crate::tool::find_tool;
 
 /// How long until the bucket answers a signed listing.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Room a test's objects may take, besides the 1 % `weed mini` keeps free.
+const WEED_ROOM: u64 = 2 << 30;
 /// How long a `SIGTERM` may take before `SIGKILL`.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 const ACCESS_KEY: &str = "testsupport-access";
@@ -54,9 +57,8 @@ impl Seaweed {
              starting and ending with a letter or digit"
         );
         let weed = find_tool("weed").context("SeaweedFS's `weed` is not installed")?;
-        let dir = tempfile::Builder::new()
-            .prefix("testsupport-weed-")
-            .tempdir()
+        // `weed mini` refuses every write once its disk is 99 % full.
+        let dir = roomy_temp_dir("testsupport-weed-", WEED_ROOM)
             .context("creating the SeaweedFS temp dir")?;
         let data = dir.path().join("data");
         let logs = dir.path().join("logs");

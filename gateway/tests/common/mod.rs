@@ -22,6 +22,18 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// The in-process server's warnings and errors (what a 500 was) go to
+/// the test's captured output, shown with a failure; `RUST_LOG` shows more.
+pub fn show_server_warnings() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,tower_http=off".into()),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
 pub struct TestServer {
     pub addr: std::net::SocketAddr,
     pub state: AppState,
@@ -44,6 +56,7 @@ impl TestServer {
 
     /// A server on an existing data directory.
     pub async fn start_in(data_dir: &Path, configure: impl FnOnce(&mut Config)) -> Self {
+        show_server_warnings();
         let mut config = Config::for_data_dir(data_dir);
         config.instances = 2;
         configure(&mut config);
@@ -327,6 +340,7 @@ pub struct S3TestServer {
 impl S3TestServer {
     /// A server with defaults changed by `configure`, in a fresh temp dir.
     pub async fn start(configure: impl FnOnce(&mut Config)) -> Self {
+        show_server_warnings();
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::for_data_dir(dir.path());
         config.instances = 2;
@@ -461,31 +475,10 @@ pub async fn assert_if_range(
     );
 }
 
-/// Bytes free under `dir` (`df -B1`), `None` when `df` cannot say.
-pub fn free_bytes(dir: &Path) -> Option<u64> {
-    let out = std::process::Command::new("df")
-        .args(["-B1", "--output=avail"])
-        .arg(dir)
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .last()?
-        .parse()
-        .ok()
-}
-
-/// A fresh directory with `need` bytes free: under the temp dir when its
-/// disk has them, else on `/dev/shm` (tmpfs: this machine has more RAM than
-/// the test needs, a CI machine's shared disk sometimes has less room).
+/// A fresh directory with `need` bytes free (and 1 % of its disk besides):
+/// under the temp dir when its disk has them, else on `/dev/shm` (tmpfs:
+/// this machine has more RAM than the test needs, a CI machine's shared
+/// disk sometimes has less room).
 pub fn roomy_dir(need: u64) -> tempfile::TempDir {
-    let candidates = [std::env::temp_dir(), PathBuf::from("/dev/shm")];
-    for place in &candidates {
-        let free = free_bytes(place).unwrap_or(0);
-        eprintln!("{}: {free} bytes free, {need} needed", place.display());
-        if free >= need {
-            return tempfile::tempdir_in(place).unwrap();
-        }
-    }
-    panic!("no room for {need} bytes in {candidates:?}: the machine, not the gateway")
+    testsupport::roomy_temp_dir("wasm-storage-", need).unwrap()
 }

@@ -110,8 +110,12 @@ async fn a_page_on_another_origin_uses_s3_and_tus_in_chromium() {
         server.server.add_user("alice", PASSWORD, false, None).await;
         let key = key_create(&server, Some("alice"), "tests").await;
         let token = server.server.create_token("alice").await;
+        // Chromium's profile (where it keeps a large download's blob) on
+        // a disk with room: a nearly full one fails the fetch.
+        let scratch = common::roomy_dir(1 << 30);
         let mut command = clean(&python());
         command
+            .env("TMPDIR", scratch.path())
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/cross_origin.py"))
             .args(["--s3", &server.endpoint()])
             .args(["--rest", server.server.url("").trim_end_matches('/')])
