@@ -261,34 +261,40 @@ impl Volume {
                 _ => {}
             }
             let mut tx = self.db().begin_write().await?;
-            match ledger::lock(self.db(), &mut tx, digest).await? {
-                Some(BlobState::Stored) => {}
-                // A removal began, or finished and took the blob: look again.
-                Some(BlobState::Deleting { .. }) => {
+            // A blob just written is claimed at once (a statement fewer per
+            // new blob); what is there is looked at only if that fails.
+            // Until this transaction ends no removal can start (a release
+            // needs a committed `stored` row, an orphan removal this very
+            // key), and one that finished before the claim finished
+            // deleting first: so the blob found now stays.
+            let claimed = match written {
+                Some(packed) => ledger::insert_stored(&mut tx, digest, now_ms(), packed).await?,
+                None => false,
+            };
+            if claimed {
+                if written.flatten().is_none() && !self.blobs.exists(digest).await? {
                     tx.rollback().await?;
+                    written = None;
                     continue;
                 }
-                None if written.is_none() => {
-                    tx.rollback().await?;
-                    continue;
-                }
-                None => {
-                    // Claim the row first. Until this transaction ends no
-                    // removal can start (a release needs a committed
-                    // `stored` row, an orphan removal this very key), and
-                    // one that finished before the claim finished deleting
-                    // first: so the blob found now stays.
-                    let packed = written.flatten();
-                    if !ledger::insert_stored(&mut tx, digest, now_ms(), packed).await? {
-                        if self.packed_gone(&mut tx, packed).await? {
-                            written = None;
-                        }
+            } else {
+                match ledger::lock(self.db(), &mut tx, digest).await? {
+                    Some(BlobState::Stored) => {}
+                    // A removal began, or finished and took the blob: look again.
+                    Some(BlobState::Deleting { .. }) => {
                         tx.rollback().await?;
                         continue;
                     }
-                    if packed.is_none() && !self.blobs.exists(digest).await? {
+                    None if written.is_none() => {
                         tx.rollback().await?;
-                        written = None;
+                        continue;
+                    }
+                    // No row, yet the claim failed: its segment retired (or a row came and went).
+                    None => {
+                        if self.packed_gone(&mut tx, written.flatten()).await? {
+                            written = None;
+                        }
+                        tx.rollback().await?;
                         continue;
                     }
                 }

@@ -5,10 +5,11 @@
 //! write lock per file, so this process's writers take turns; and each
 //! commit is an fsync of the WAL. Rather than one transaction (and one
 //! fsync) per writer, writers that take their turns back to back share one:
-//! each runs in a savepoint of the group's transaction (so one that fails
-//! or is dropped undoes only its own writes), and the last writer of a run
-//! (no other writer waiting for a turn, or the group full) commits the group
-//! once for all of them. [`WriteTx::commit`] returns only once that commit
+//! each that joins runs in a savepoint of the group's transaction (so one
+//! that fails or is dropped undoes only its own writes; the one that began
+//! it needs none: undoing the whole transaction undoes its alone), and the
+//! last writer of a run (no other writer waiting for a turn, or the group
+//! full) commits the group once for all of them. [`WriteTx::commit`] returns only once that commit
 //! is durable, so nothing is acknowledged before it is; a commit that fails
 //! fails every writer of the group, and a crash before it loses only
 //! writes none of them had been told were stored. A writer that undoes its
@@ -154,6 +155,18 @@ struct Turn {
     /// Both `Some` until the turn ends.
     guard: Option<OwnedMutexGuard<Option<Group>>>,
     group: Option<Group>,
+    part: Part,
+}
+
+/// What of the group's transaction is one writer's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// It began the group: the whole transaction so far is its work, and
+    /// undoing it is rolling that back (no savepoint needed: two
+    /// statements fewer per group).
+    Whole,
+    /// It joined others' work: its savepoint.
+    Savepoint,
 }
 
 /// How a writer's part of the group ends.
@@ -290,12 +303,14 @@ async fn start_turn(
     mut guard: OwnedMutexGuard<Option<Group>>,
     pool: AnyPool,
 ) -> Result<Turn, VolumeError> {
-    let mut group = match guard.take() {
-        Some(group) => group,
-        None => Group::begin(&pool).await?,
+    let (mut group, part) = match guard.take() {
+        Some(group) => (group, Part::Savepoint),
+        None => (Group::begin(&pool).await?, Part::Whole),
     };
     // A savepoint (sqlx counts the depth): this writer's own part.
-    if let Err(error) = Manager::begin(&mut group.conn, None).await {
+    if part == Part::Savepoint
+        && let Err(error) = Manager::begin(&mut group.conn, None).await
+    {
         let error = VolumeError::from(error);
         group.abort(&error).await;
         return Err(error);
@@ -304,6 +319,7 @@ async fn start_turn(
         writers,
         guard: Some(guard),
         group: Some(group),
+        part,
     })
 }
 
@@ -314,11 +330,26 @@ async fn end_turn(
     writers: Arc<Writers>,
     mut guard: OwnedMutexGuard<Option<Group>>,
     mut group: Group,
+    part: Part,
     how: End,
 ) -> Result<(), VolumeError> {
-    let ended = match how {
-        End::Keep => Manager::commit(&mut group.conn).await,
-        End::Undo => Manager::rollback(&mut group.conn).await,
+    let ended = match (part, how) {
+        (Part::Savepoint, End::Keep) => Manager::commit(&mut group.conn).await,
+        (Part::Savepoint, End::Undo) => Manager::rollback(&mut group.conn).await,
+        (Part::Whole, End::Keep) => Ok(()),
+        // Nobody else's work is in the group yet (members join it only as
+        // their turns end): rolling it all back undoes this writer's alone,
+        // and ends the group.
+        (Part::Whole, End::Undo) => {
+            return match Manager::rollback(&mut group.conn).await {
+                Ok(()) => Ok(()),
+                Err(error) => {
+                    let error = VolumeError::from(error);
+                    group.abort(&error).await;
+                    Err(error)
+                }
+            };
+        }
     };
     if let Err(error) = ended {
         let error = VolumeError::from(error);
@@ -373,7 +404,7 @@ impl Turn {
         let (Some(guard), Some(group)) = (self.guard.take(), self.group.take()) else {
             return Ok(());
         };
-        let ending = end_turn(self.writers.clone(), guard, group, how);
+        let ending = end_turn(self.writers.clone(), guard, group, self.part, how);
         tokio::spawn(ending).await.map_err(lost)?
     }
 }
@@ -383,7 +414,7 @@ impl Drop for Turn {
         let (Some(guard), Some(group)) = (self.guard.take(), self.group.take()) else {
             return;
         };
-        let undo = end_turn(self.writers.clone(), guard, group, End::Undo);
+        let undo = end_turn(self.writers.clone(), guard, group, self.part, End::Undo);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => drop(runtime.spawn(undo)),
             // No runtime left: the group's writers are gone with it, and its
