@@ -9,15 +9,16 @@
 //! that fails or is dropped undoes only its own writes; the one that began
 //! it needs none: undoing the whole transaction undoes its alone), and the
 //! last writer of a run (no other writer waiting for a turn, or the group
-//! full) commits the group once for all of them. [`WriteTx::commit`] returns only once that commit
-//! is durable, so nothing is acknowledged before it is; a commit that fails
-//! fails every writer of the group, and a crash before it loses only
-//! writes none of them had been told were stored. A writer that undoes its
-//! part while the group holds others' work waits for that commit too: what
-//! it read of their work (and answered on) is durable before it answers.
-//! Every step that changes the group runs in a task of its own, so a
-//! cancelled writer cannot leave it half-way; a PostgreSQL transaction
-//! begins in a task of its own for the same reason (see [`WriteTx::own`]).
+//! full) commits the group once for all of them. [`WriteTx::commit`] returns
+//! only once that commit is durable, so nothing is acknowledged before it
+//! is; a commit that fails fails every writer of the group, and a crash
+//! before it loses only writes none of them had been told were stored. A
+//! writer that undoes its part while the group holds others' work waits for
+//! that commit too: what it read of their work (and answered on) is durable
+//! before it answers. Every step that changes the group runs in a task of
+//! its own, so a cancelled writer cannot leave it half-way; a PostgreSQL
+//! transaction begins in a task of its own for the same reason (see
+//! [`WriteTx::own`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
