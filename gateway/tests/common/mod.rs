@@ -46,9 +46,10 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    /// A server with defaults changed by `configure`, in a fresh temp dir.
+    /// A server with defaults changed by `configure`, in a fresh temp dir
+    /// with room for what a test stores ([`server_dir`]).
     pub async fn start(configure: impl FnOnce(&mut Config)) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = server_dir();
         let mut server = Self::start_in(dir.path(), configure).await;
         server._dir = Some(dir);
         server
@@ -338,10 +339,11 @@ pub struct S3TestServer {
 }
 
 impl S3TestServer {
-    /// A server with defaults changed by `configure`, in a fresh temp dir.
+    /// A server with defaults changed by `configure`, in a fresh temp dir
+    /// with room for what a test stores ([`server_dir`]).
     pub async fn start(configure: impl FnOnce(&mut Config)) -> Self {
         show_server_warnings();
-        let dir = tempfile::tempdir().unwrap();
+        let dir = server_dir();
         let mut config = Config::for_data_dir(dir.path());
         config.instances = 2;
         config.s3_listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
@@ -473,6 +475,18 @@ pub async fn assert_if_range(
         get_if_range(client, url, auth, &format!("W/{etag}")).await,
         "a weak entity tag",
     );
+}
+
+/// Room a test server's data dir is given: a burst of 100 MB uploads holds
+/// about 1 GiB of bodies at once.
+const SERVER_ROOM: u64 = 2 << 30;
+
+/// A data dir for a test server: where [`SERVER_ROOM`] fits (a shared disk
+/// left with less once the build is there answers a burst of uploads 507,
+/// rightly), else the plain temp dir.
+pub fn server_dir() -> tempfile::TempDir {
+    testsupport::roomy_temp_dir("wasm-storage-", SERVER_ROOM)
+        .unwrap_or_else(|_| tempfile::tempdir().unwrap())
 }
 
 /// A fresh directory with `need` bytes free (and 1 % of its disk besides):
