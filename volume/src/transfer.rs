@@ -17,8 +17,8 @@ use crate::error::VolumeError;
 use crate::path::{FilePath, Prefix};
 use crate::tree::Tree;
 use crate::tree::transfer::{
-    self as rows, Depth, FolderMeta, Found, MAX_TREE_ROWS, Node, Transfer, folder_in_use,
-    folder_of, refuse_nested, upper_of,
+    self as rows, Depth, FOLDER_IN_USE, FolderMeta, Found, MAX_TREE_ROWS, Node, Transfer,
+    folder_in_use, folder_of, refuse_nested, upper_of,
 };
 use crate::types::{Digest, Owner, now_ms};
 use crate::{db::WriteTx, history, locks, properties, quota};
@@ -60,6 +60,22 @@ impl Volume {
     pub async fn folder_exists(&self, owner: Owner, prefix: &Prefix) -> Result<bool, VolumeError> {
         if prefix.as_str().is_empty() {
             return Ok(true);
+        }
+        // On SQLite on the caller's thread: every S3 request on an object
+        // asks whether its bucket exists (see `db::reader`).
+        if let Some(reader) = self.db().sync_reader() {
+            let upper = upper_of(prefix);
+            return reader.read(|connection| {
+                let mut statement = connection.prepare_cached(FOLDER_IN_USE)?;
+                let bind = [
+                    ("$1", &owner.id() as &dyn rusqlite::ToSql),
+                    ("$2", &prefix.as_str()),
+                    ("$3", &upper),
+                ];
+                statement.query_row(&bind[..], |row| {
+                    row.get::<_, i64>(0).map(|found| found != 0)
+                })
+            });
         }
         folder_in_use(self.db().pool(), owner, prefix).await
     }

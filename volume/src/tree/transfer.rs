@@ -294,6 +294,14 @@ pub(crate) async fn ensure_folder(
 
 /// Whether a folder row at or under `prefix` (not the root), or a file
 /// under it, exists: one query, on the pool or inside a transaction.
+/// Whether anything is in the folder `$2` (`$3` its upper bound) of owner
+/// `$1`: a folder row, or a file or folder under it. `$N` is also how SQLite
+/// names a parameter, so the text serves `rusqlite` too.
+pub(crate) const FOLDER_IN_USE: &str = "SELECT CAST(CASE WHEN
+         EXISTS (SELECT 1 FROM folders WHERE owner = $1 AND path >= $2 AND path < $3)
+         OR EXISTS (SELECT 1 FROM files WHERE owner = $1 AND path >= $2 AND path < $3)
+     THEN 1 ELSE 0 END AS BIGINT)";
+
 pub(crate) async fn folder_in_use<'e, E>(
     executor: E,
     owner: Owner,
@@ -303,17 +311,12 @@ where
     E: sqlx::Executor<'e, Database = Any>,
 {
     let upper = upper_of(prefix);
-    let (found,): (i64,) = sql::query_as(
-        "SELECT CAST(CASE WHEN
-             EXISTS (SELECT 1 FROM folders WHERE owner = $1 AND path >= $2 AND path < $3)
-             OR EXISTS (SELECT 1 FROM files WHERE owner = $1 AND path >= $2 AND path < $3)
-         THEN 1 ELSE 0 END AS BIGINT)",
-    )
-    .bind(owner.id())
-    .bind(prefix.as_str())
-    .bind(&upper)
-    .fetch_one(executor)
-    .await?;
+    let (found,): (i64,) = sql::query_as(FOLDER_IN_USE)
+        .bind(owner.id())
+        .bind(prefix.as_str())
+        .bind(&upper)
+        .fetch_one(executor)
+        .await?;
     Ok(found != 0)
 }
 
