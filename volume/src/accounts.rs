@@ -11,7 +11,7 @@
 use sqlx::FromRow;
 
 use crate::db::owned::{Adopt, OwnedRows};
-use crate::db::{Database, DatabaseUrl, WriteTx, sql};
+use crate::db::{Database, DatabaseUrl, SqliteRow, WriteTx, sql, sqlite_row};
 use crate::error::VolumeError;
 use crate::types::now_ms;
 pub use crate::types::{Owner, UserId};
@@ -58,6 +58,14 @@ struct UserRow {
     quota_bytes: Option<i64>,
 }
 
+sqlite_row!(UserRow {
+    id,
+    name,
+    password_hash,
+    admin,
+    quota_bytes
+});
+
 impl From<UserRow> for User {
     fn from(row: UserRow) -> Self {
         Self {
@@ -76,6 +84,15 @@ struct WithUser<T> {
     #[sqlx(flatten)]
     user: UserRow,
     extra: T,
+}
+
+impl<T: rusqlite::types::FromSql> SqliteRow for WithUser<T> {
+    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            user: UserRow::from_sqlite(row)?,
+            extra: row.get("extra")?,
+        })
+    }
 }
 
 const USER_COLUMNS: &str =
@@ -99,6 +116,12 @@ pub struct TokenInfo {
     pub created_ms: i64,
 }
 
+sqlite_row!(TokenInfo {
+    id,
+    label,
+    created_ms
+});
+
 /// An S3 access key as stored: its secret sealed by the gateway.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct S3Key {
@@ -121,6 +144,14 @@ struct S3KeyRow {
     sealed: String,
     created_ms: i64,
 }
+
+sqlite_row!(S3KeyRow {
+    access_key,
+    owner,
+    label,
+    sealed,
+    created_ms
+});
 
 impl From<S3KeyRow> for S3Key {
     fn from(row: S3KeyRow) -> Self {

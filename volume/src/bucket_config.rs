@@ -5,7 +5,7 @@
 //! policy document claims its bucket's name across owners (a unique
 //! index): requests without credentials find their bucket by name.
 
-use sqlx::AnyConnection;
+use crate::db::Conn;
 
 use crate::db::owned::{Adopt, OwnedRows};
 use crate::db::{Database, sql};
@@ -70,7 +70,7 @@ pub(crate) async fn get(
 
 /// Set `owner`'s bucket `bucket`'s document of `kind` inside `tx`.
 pub(crate) async fn put(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     bucket: &str,
     kind: ConfigKind,
@@ -92,7 +92,7 @@ pub(crate) async fn put(
 /// Remove `owner`'s bucket `bucket`'s document of `kind` (every kind:
 /// `None`, the bucket is gone) inside `tx`; whether there was one.
 pub(crate) async fn delete(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     bucket: &str,
     kind: Option<ConfigKind>,
@@ -141,7 +141,7 @@ pub(crate) async fn all_of(
 /// The owner whose bucket `bucket` has a document of `kind` (one that
 /// claims the name: at most one has), read on `conn`, and the document.
 pub(crate) async fn claimed(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     bucket: &str,
     kind: ConfigKind,
 ) -> Result<Option<(Owner, String)>, VolumeError> {

@@ -70,7 +70,7 @@ impl Volume {
         bucket: &str,
         kind: ConfigKind,
     ) -> Result<Option<(Owner, String)>, VolumeError> {
-        let mut conn = self.db().pool().acquire().await?;
+        let mut conn = self.db().connection().await?;
         bucket_config::claimed(&mut conn, bucket, kind).await
     }
 }

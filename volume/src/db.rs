@@ -1,7 +1,9 @@
 //! The metadata database: SQLite (the embedded default) or PostgreSQL, one
-//! `sqlx::AnyPool` in front of both. Queries are written once, with `$N`
-//! placeholders both engines accept; the few places where the engines differ
-//! (how a writer takes its locks, the migrations) are named here.
+//! `sqlx::AnyPool` in front of both; on SQLite, writes and the hot reads
+//! run on `rusqlite` connections on the caller's thread instead (`writer`,
+//! `reader`). Queries are written once, with `$N` placeholders both engines
+//! (and `rusqlite`) accept; the few places where the engines differ (how a
+//! writer takes its locks, the migrations) are named here.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -17,15 +19,18 @@ use crate::error::VolumeError;
 use crate::path::Prefix;
 use crate::types::Owner;
 
+mod conn;
 pub(crate) mod owned;
 mod reader;
 pub(crate) mod sql;
 mod write_tx;
+mod writer;
 
+pub(crate) use conn::{Conn, On};
 pub(crate) use reader::SyncReader;
-
 pub(crate) use write_tx::WriteTx;
 use write_tx::Writers;
+pub(crate) use writer::{SqliteRow, sqlite_row};
 
 /// Where the metadata lives: `--database-url`.
 #[derive(Clone, PartialEq, Eq)]
@@ -105,8 +110,9 @@ pub(crate) struct Database {
     /// turns here, first come first served, rather than in SQLite's busy
     /// handler, which sleeps up to 100 ms between tries and lets late
     /// writers overtake early ones (seconds of tail latency at 8 writers);
-    /// and writers that come back to back share one commit.
-    writers: Arc<Writers>,
+    /// and writers that come back to back share one commit, on one
+    /// connection. `None` on PostgreSQL.
+    writers: Option<Arc<Writers>>,
     /// SQLite: the reads every request makes, on the request's own thread
     /// (see [`reader`]).
     reader: Option<Arc<SyncReader>>,
@@ -173,16 +179,22 @@ impl Database {
         let reader = sqlite_file
             .map(|path| SyncReader::open(path).map(Arc::new))
             .transpose()?;
+        let writers = sqlite_file.map(|path| Arc::new(Writers::new(path.clone())));
         Ok(Self {
             pool,
             engine,
-            writers: Arc::default(),
+            writers,
             reader,
         })
     }
 
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// A pooled connection, for reads that take several statements.
+    pub(crate) async fn connection(&self) -> Result<Conn, VolumeError> {
+        Ok(Conn::Pooled(self.pool.acquire().await?))
     }
 
     /// Reads on the caller's thread, where the engine allows them (SQLite).
@@ -197,9 +209,9 @@ impl Database {
     /// On SQLite, writers that come back to back share one commit (see
     /// [`write_tx`]).
     pub(crate) async fn begin_write(&self) -> Result<WriteTx, VolumeError> {
-        match self.engine {
-            Engine::Sqlite => WriteTx::grouped(&self.writers, &self.pool).await,
-            Engine::Postgres => WriteTx::own(&self.pool).await,
+        match &self.writers {
+            Some(writers) => WriteTx::grouped(writers).await,
+            None => WriteTx::own(&self.pool).await,
         }
     }
 
@@ -262,6 +274,9 @@ impl Database {
     }
 
     pub(crate) async fn close(&self) {
+        if let Some(writers) = &self.writers {
+            writers.close();
+        }
         self.pool.close().await;
         if let Some(reader) = &self.reader {
             reader.close();

@@ -5,7 +5,7 @@
 //! retention and the quota's room skip held versions); this module sets
 //! and reads the locks. Owns no table.
 
-use sqlx::AnyConnection;
+use crate::db::Conn;
 
 use crate::Volume;
 use crate::db::WriteTx;
@@ -74,7 +74,7 @@ impl Volume {
         version_id: Option<&str>,
     ) -> Result<(String, VersionLock), VolumeError> {
         self.require_bucket_lock(owner, path).await?;
-        let mut conn = self.db().pool().acquire().await?;
+        let mut conn = self.db().connection().await?;
         let version_id = self
             .locked_version(&mut conn, owner, path, version_id)
             .await?;
@@ -179,7 +179,7 @@ impl Volume {
     /// delete marker holds nothing: `DeleteMarker`).
     async fn locked_version(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Conn,
         owner: Owner,
         path: &FilePath,
         version_id: Option<&str>,
@@ -209,7 +209,7 @@ impl Volume {
 /// read that). A lock asked of a bucket without object lock is refused
 /// (`NoObjectLock`).
 pub(crate) async fn stamp(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     path: &str,
     version_id: &str,

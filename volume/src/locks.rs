@@ -3,7 +3,7 @@
 //! writes it. A lock is kept by its root's *key*: a file's path, or a
 //! folder's prefix ending with `/` (the root folder's key is empty).
 
-use sqlx::AnyConnection;
+use crate::db::{Conn, sqlite_row};
 
 use crate::db::owned::{Adopt, OwnedRows};
 use crate::db::{Database, WriteTx, sql};
@@ -86,6 +86,15 @@ struct LockRow {
     timeout_s: i64,
     expires_ms: i64,
 }
+
+sqlite_row!(LockRow {
+    token,
+    path,
+    infinite,
+    exclusive,
+    timeout_s,
+    expires_ms
+});
 
 impl From<LockRow> for DavLock {
     fn from(row: LockRow) -> Self {
@@ -252,7 +261,7 @@ pub(crate) async fn unlock(db: &Database, owner: Owner, token: &str) -> Result<b
 /// Drop the locks rooted at `key` and at every key from `lower` to
 /// `upper` (a folder's range; empty bounds: none) inside `tx`.
 pub(crate) async fn forget_within(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     key: &str,
     lower: &str,

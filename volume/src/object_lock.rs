@@ -8,7 +8,7 @@
 //! versioning row (`versioning`), since lock needs versioning on and every
 //! write reads that row already.
 
-use sqlx::AnyConnection;
+use crate::db::Conn;
 
 use crate::db::owned::{Adopt, OwnedRows};
 use crate::db::sql;
@@ -217,7 +217,7 @@ pub(crate) const OWNED: OwnedRows = OwnedRows::new("object_locks", "owner", Adop
 /// The lock of `owner`'s version `version_id` of `path`, read on `conn`
 /// (empty: none).
 pub(crate) async fn get(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     path: &str,
     version_id: &str,
@@ -246,7 +246,7 @@ pub(crate) async fn get(
 /// Set the lock of `owner`'s version `version_id` of `path` inside `tx`
 /// (an empty one: forget it).
 pub(crate) async fn set(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     path: &str,
     version_id: &str,
@@ -274,7 +274,7 @@ pub(crate) async fn set(
 
 /// Forget the lock of a version that is gone, inside `tx`.
 pub(crate) async fn forget(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     path: &str,
     version_id: &str,
@@ -309,7 +309,7 @@ pub(crate) enum Paths<'a> {
 /// Refuse, with [`VolumeError::Locked`], to move or remove `paths` while
 /// a version there is held at `now_ms`.
 pub(crate) async fn refuse_held(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     paths: Paths<'_>,
     now_ms: i64,
@@ -352,7 +352,7 @@ pub(crate) async fn refuse_held(
 
 /// Whether `owner` keeps any held version, read on `conn`.
 pub(crate) async fn holds_any(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     now_ms: i64,
 ) -> Result<bool, VolumeError> {
@@ -369,7 +369,7 @@ pub(crate) async fn holds_any(
 
 /// Forget every lock that no longer holds and whose version is gone,
 /// inside `tx`: the collection's sweep. How many went.
-pub(crate) async fn sweep(tx: &mut AnyConnection, now_ms: i64) -> Result<u64, VolumeError> {
+pub(crate) async fn sweep(tx: &mut Conn, now_ms: i64) -> Result<u64, VolumeError> {
     let done = sql::query(
         "DELETE FROM object_locks WHERE (legal_hold IS NULL OR legal_hold = 0)
            AND (retain_until_ms IS NULL OR retain_until_ms <= $1)

@@ -6,8 +6,8 @@
 //! keeps an owner's rows is one line in [`TABLES`] (the suite checks every
 //! table of the schema against it). Owns no table.
 
+use crate::db::Conn;
 use futures_util::future::BoxFuture;
-use sqlx::AnyConnection;
 
 use crate::accounts::{self, Accounts, shares};
 use crate::db::WriteTx;
@@ -19,7 +19,7 @@ use crate::{bucket_config, history, locks, object_lock, properties, uploads, ver
 
 /// One table's step for one owner, inside the caller's transaction: the
 /// rows it changed.
-type Step = for<'t> fn(&'t mut AnyConnection, Owner) -> BoxFuture<'t, Result<u64, VolumeError>>;
+type Step = for<'t> fn(&'t mut Conn, Owner) -> BoxFuture<'t, Result<u64, VolumeError>>;
 
 /// A table that keeps rows of an owner, and its module's steps.
 pub(crate) struct OwnedTable {
@@ -103,7 +103,7 @@ const FILES: &str = "files";
 
 /// Remove every row of `owner` inside `tx`, table by table in [`TABLES`]'
 /// order.
-async fn delete_in(tx: &mut AnyConnection, owner: Owner) -> Result<(), VolumeError> {
+async fn delete_in(tx: &mut Conn, owner: Owner) -> Result<(), VolumeError> {
     for table in TABLES {
         (table.delete)(tx, owner).await?;
     }
@@ -113,7 +113,7 @@ async fn delete_in(tx: &mut AnyConnection, owner: Owner) -> Result<(), VolumeErr
 /// Give the open tree's rows to `to` inside `tx`, table by table in
 /// [`TABLES`]' order (a file at a path `to` has too refuses it all:
 /// `AlreadyExists`); how many files moved.
-async fn adopt_open_in(tx: &mut AnyConnection, to: Owner) -> Result<u64, VolumeError> {
+async fn adopt_open_in(tx: &mut Conn, to: Owner) -> Result<u64, VolumeError> {
     let mut files = 0;
     for table in TABLES {
         if let Some(adopt) = table.adopt {

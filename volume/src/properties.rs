@@ -5,7 +5,7 @@
 //! (the bytes of its namespace, name and value) counts against its owner's
 //! quota like a file's bytes (see `quota`).
 
-use sqlx::AnyConnection;
+use crate::db::{Conn, SqliteRow, sqlite_row};
 
 use crate::db::owned::{Adopt, OwnedRows};
 use crate::db::{Database, KEYS_PER_QUERY, placeholders, rekey, rewrite, sql};
@@ -27,6 +27,12 @@ pub struct DeadProperty {
     pub value: String,
 }
 
+sqlite_row!(DeadProperty {
+    namespace,
+    name,
+    value
+});
+
 /// One step of a `PROPPATCH`, applied in document order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PropertyChange {
@@ -38,7 +44,7 @@ pub enum PropertyChange {
 /// refuses (`TooManyProperties`) to leave it with more than
 /// [`MAX_PROPERTIES_PER_RESOURCE`]. The caller commits or rolls back.
 pub(crate) async fn apply(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     key: &str,
     changes: &[PropertyChange],
@@ -101,6 +107,14 @@ pub(crate) async fn of_keys(
         #[sqlx(flatten)]
         property: DeadProperty,
     }
+    impl SqliteRow for Row {
+        fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+            Ok(Self {
+                path: row.get("path")?,
+                property: DeadProperty::from_sqlite(row)?,
+            })
+        }
+    }
     let mut found = Vec::new();
     for chunk in keys.chunks(KEYS_PER_QUERY) {
         let sql = format!(
@@ -122,7 +136,7 @@ pub(crate) async fn of_keys(
 /// read on `conn`.
 pub(crate) async fn usage(
     db: &Database,
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
 ) -> Result<u64, VolumeError> {
     let (used,): (i64,) = sql::query_as(&format!(
@@ -139,7 +153,7 @@ pub(crate) async fn usage(
 /// and its upper bound) those of everything in it: what a copy adds.
 pub(crate) async fn bytes_of(
     db: &Database,
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     key: &str,
     under: Option<(&Prefix, &str)>,
@@ -170,11 +184,7 @@ fn property_bytes(db: &Database) -> String {
 }
 
 /// Drop the properties at `key` inside `tx`.
-pub(crate) async fn forget(
-    tx: &mut AnyConnection,
-    owner: Owner,
-    key: &str,
-) -> Result<(), VolumeError> {
+pub(crate) async fn forget(tx: &mut Conn, owner: Owner, key: &str) -> Result<(), VolumeError> {
     sql::query("DELETE FROM dav_properties WHERE owner = $1 AND path = $2")
         .bind(owner.id())
         .bind(key)
@@ -186,7 +196,7 @@ pub(crate) async fn forget(
 /// Drop the properties at `key` and at every key from `lower` to `upper`
 /// (a folder's range; empty bounds: none) inside `tx`.
 pub(crate) async fn forget_within(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     key: &str,
     lower: &str,
@@ -208,7 +218,7 @@ pub(crate) async fn forget_within(
 /// Copy the properties at `from` to `to` inside `tx`, replacing any of
 /// the same name there.
 pub(crate) async fn copy(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     from: &str,
     to: &str,
@@ -230,7 +240,7 @@ pub(crate) async fn copy(
 /// Copy the properties of everything under the folder `from` (not its
 /// own) to the same keys under `to`, inside `tx`.
 pub(crate) async fn copy_range(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     from: &Prefix,
     to: &Prefix,
@@ -252,7 +262,7 @@ pub(crate) async fn copy_range(
 
 /// Move the properties at `from` to `to` inside `tx`.
 pub(crate) async fn rename(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     from: &str,
     to: &str,
@@ -265,7 +275,7 @@ pub(crate) async fn rename(
 /// Move the properties of the folder `from` and everything under it to
 /// the same keys under `to`, inside `tx`.
 pub(crate) async fn rename_range(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     from: &Prefix,
     to: &Prefix,

@@ -17,7 +17,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use sqlx::AnyConnection;
+use crate::db::Conn;
 
 use crate::accounts;
 use crate::db::{Database, WriteTx};
@@ -84,7 +84,7 @@ pub(crate) async fn lock(
 /// the one statement of the quota rule.
 pub(crate) async fn usage(
     db: &Database,
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     leaving: Leaving<'_>,
 ) -> Result<u64, VolumeError> {
@@ -125,7 +125,7 @@ pub(crate) async fn weigh(
 /// out what `leaving` names) past `quota`.
 pub(crate) async fn check(
     db: &Database,
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     quota: Option<u64>,
     leaving: Leaving<'_>,
@@ -148,7 +148,7 @@ pub(crate) async fn check(
 /// that added nothing (freed bytes, or changed none) always goes through.
 pub(crate) async fn check_made(
     db: &Database,
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     quota: Option<u64>,
     added: u64,
@@ -176,7 +176,7 @@ pub(crate) async fn check_made(
 /// within `quota` again.
 pub(crate) async fn settle(
     db: &Database,
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     quota: Option<u64>,
 ) -> Result<(), VolumeError> {
@@ -197,10 +197,7 @@ pub(crate) async fn settle(
 /// What `owner` could free to make room: every earlier version the
 /// retention governs, read on `conn` (and the file a write replaces, which
 /// the caller adds when it is let go or kept so).
-pub(crate) async fn reclaimable(
-    conn: &mut AnyConnection,
-    owner: Owner,
-) -> Result<u64, VolumeError> {
+pub(crate) async fn reclaimable(conn: &mut Conn, owner: Owner) -> Result<u64, VolumeError> {
     let (bytes, files) = history::retained_usage(conn, owner).await?;
     Ok(cost_of(bytes, files))
 }
@@ -222,7 +219,7 @@ impl accounts::Accounts {
         owner: Owner,
         completing: Option<&str>,
     ) -> Result<u64, VolumeError> {
-        let mut conn = self.db().pool().acquire().await?;
+        let mut conn = self.db().connection().await?;
         let leaving = Leaving {
             file: None,
             upload: completing,
@@ -268,7 +265,7 @@ pub fn versions_evicted() -> u64 {
 /// nothing is removed when even all of them would not make room. The
 /// blobs let go are released by the next collection.
 pub(crate) async fn make_room(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     quota: u64,
     used: u64,
@@ -322,11 +319,7 @@ pub(crate) async fn make_room(
 
 /// Whether the delete marker `marker` hides no file (none below it, or
 /// another marker), read on `conn`.
-async fn hides_nothing(
-    conn: &mut AnyConnection,
-    owner: Owner,
-    marker: &Kept,
-) -> Result<bool, VolumeError> {
+async fn hides_nothing(conn: &mut Conn, owner: Owner, marker: &Kept) -> Result<bool, VolumeError> {
     let below = history::of_path(conn, owner, &marker.meta.path)
         .await?
         .into_iter()

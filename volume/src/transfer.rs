@@ -10,7 +10,7 @@
 //! is named by a source row they hold, so no removal can count it unnamed,
 //! and after the commit the copies name it too. Owns no table.
 
-use sqlx::AnyConnection;
+use crate::db::Conn;
 
 use crate::Volume;
 use crate::error::VolumeError;
@@ -379,7 +379,7 @@ impl Volume {
 /// Drop the properties and locks at `key` and at every key in the folder
 /// `folder`, inside `tx`.
 async fn forget_keys(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     key: &str,
     folder: &Prefix,

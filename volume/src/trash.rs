@@ -7,7 +7,7 @@
 //! the oldest first when a change needs room (`quota::make_room`). Owns no
 //! table.
 
-use sqlx::AnyConnection;
+use crate::db::Conn;
 
 use crate::Volume;
 use crate::db::{Database, WriteTx};
@@ -230,11 +230,7 @@ async fn hidden(db: &Database, owner: Owner, marker: &Kept) -> Result<Option<Kep
 
 /// The trash item `id` of `owner` inside `tx`: its marker and the file it
 /// hides; `NotFound` when it is not one.
-async fn trashed_in(
-    tx: &mut AnyConnection,
-    owner: Owner,
-    id: i64,
-) -> Result<(Kept, Kept), VolumeError> {
+async fn trashed_in(tx: &mut Conn, owner: Owner, id: i64) -> Result<(Kept, Kept), VolumeError> {
     let not_found = || VolumeError::NotFound(format!("trash item {id}"));
     let marker = history::by_seq(tx, owner, id)
         .await?
@@ -251,6 +247,6 @@ async fn trashed_in(
 
 /// Whether `digest` is named by no current file and no kept version,
 /// inside `tx`: what a blob's removal checks.
-pub(crate) async fn unnamed(tx: &mut AnyConnection, digest: &Digest) -> Result<bool, VolumeError> {
+pub(crate) async fn unnamed(tx: &mut Conn, digest: &Digest) -> Result<bool, VolumeError> {
     Ok(Tree::references(tx, digest).await? == 0 && history::references(tx, digest).await? == 0)
 }

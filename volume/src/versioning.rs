@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use sqlx::AnyConnection;
+use crate::db::Conn;
 
 use crate::db::owned::{Adopt, OwnedRows};
 use crate::db::{Database, sql};
@@ -53,7 +53,7 @@ fn bucket_key(path: &str) -> Option<&str> {
 
 /// How `path` of `owner` keeps its versions, read on `conn`.
 pub(crate) async fn keeping(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     path: &str,
     policy: HistoryPolicy,
@@ -189,14 +189,14 @@ async fn get(
         })?;
         return Ok(row.map(|(state, lock)| state_of(&state, lock.as_deref())));
     }
-    let mut conn = db.pool().acquire().await?;
+    let mut conn = db.connection().await?;
     set_state(&mut conn, owner, &key).await
 }
 
 /// What S3 set for the bucket whose folder is `key` (`name/`), read on
 /// `conn`.
 pub(crate) async fn set_state(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     key: &str,
 ) -> Result<Option<BucketState>, VolumeError> {
@@ -219,7 +219,7 @@ fn state_of(state: &str, lock: Option<&str>) -> BucketState {
 /// Enable object lock on the bucket `bucket` inside `tx`, with `lock`'s
 /// default retention (its versioning is on: the caller checked).
 pub(crate) async fn set_lock(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     bucket: &str,
     lock: BucketLock,
@@ -235,7 +235,7 @@ pub(crate) async fn set_lock(
 
 /// Set the bucket `bucket`'s versioning inside `tx`.
 pub(crate) async fn set(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     bucket: &str,
     state: Versioning,
@@ -253,11 +253,7 @@ pub(crate) async fn set(
 }
 
 /// Forget the bucket `bucket`'s versioning inside `tx` (it was deleted).
-pub(crate) async fn forget(
-    tx: &mut AnyConnection,
-    owner: Owner,
-    bucket: &str,
-) -> Result<(), VolumeError> {
+pub(crate) async fn forget(tx: &mut Conn, owner: Owner, bucket: &str) -> Result<(), VolumeError> {
     sql::query("DELETE FROM versioning WHERE owner = $1 AND path = $2")
         .bind(owner.id())
         .bind(format!("{bucket}/"))

@@ -6,7 +6,7 @@
 //! markers) and the ledger; owns no table. The trash and retention are
 //! `trash`'s, over the same steps.
 
-use sqlx::AnyConnection;
+use crate::db::Conn;
 
 use crate::Volume;
 use crate::db::WriteTx;
@@ -40,7 +40,7 @@ impl Volume {
     /// How `path` keeps its versions, read inside `tx`.
     pub(crate) async fn keeping(
         &self,
-        tx: &mut AnyConnection,
+        tx: &mut Conn,
         owner: Owner,
         path: &str,
     ) -> Result<Keeping, VolumeError> {
@@ -62,7 +62,7 @@ impl Volume {
     /// path goes first when the new one takes the null version.
     pub(crate) async fn retire(
         &self,
-        tx: &mut AnyConnection,
+        tx: &mut Conn,
         owner: Owner,
         row: FileMeta,
         keeping: Keeping,
@@ -91,7 +91,7 @@ impl Volume {
     /// does) unless `must_exist` (then `NotFound`). The marker's version id.
     pub(crate) async fn delete_in(
         &self,
-        tx: &mut AnyConnection,
+        tx: &mut Conn,
         owner: Owner,
         path: &FilePath,
         must_exist: bool,
@@ -138,7 +138,7 @@ impl Volume {
     /// delete took off their paths inside `tx`.
     pub(crate) async fn delete_rows_in(
         &self,
-        tx: &mut AnyConnection,
+        tx: &mut Conn,
         owner: Owner,
         rows: Vec<FileMeta>,
         released: &mut Vec<Digest>,
@@ -177,7 +177,7 @@ impl Volume {
         {
             return Ok(Version::File { meta, latest: true });
         }
-        let mut conn = self.db().pool().acquire().await?;
+        let mut conn = self.db().connection().await?;
         let kept = history::get(&mut conn, owner, path.as_str(), version_id)
             .await?
             .ok_or_else(|| no_such_version(path, version_id))?;
@@ -192,7 +192,7 @@ impl Volume {
         path: &FilePath,
     ) -> Result<Vec<Version>, VolumeError> {
         let current = self.tree.get(owner, path).await?;
-        let mut conn = self.db().pool().acquire().await?;
+        let mut conn = self.db().connection().await?;
         let kept = history::of_path(&mut conn, owner, path.as_str()).await?;
         let mut versions = Vec::with_capacity(kept.len() + 1);
         let had_current = current.is_some();
@@ -318,7 +318,7 @@ impl Volume {
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn place(
         &self,
-        tx: &mut AnyConnection,
+        tx: &mut Conn,
         owner: Owner,
         path: &FilePath,
         source: FileMeta,
@@ -402,7 +402,7 @@ impl Volume {
         let seq = if current.is_some_and(|meta| meta.version_id == version_id) {
             i64::MAX
         } else {
-            let mut conn = self.db().pool().acquire().await?;
+            let mut conn = self.db().connection().await?;
             match history::get(&mut conn, owner, path, version_id).await? {
                 Some(kept) => kept.seq,
                 None => return Ok(Vec::new()),
@@ -428,7 +428,7 @@ impl Volume {
     /// lets it go or keeps it so (S3's kept versions are not theirs to
     /// take).
     pub async fn reclaimable(&self, owner: Owner, path: &FilePath) -> Result<u64, VolumeError> {
-        let mut conn = self.db().pool().acquire().await?;
+        let mut conn = self.db().connection().await?;
         let history = crate::quota::reclaimable(&mut conn, owner).await?;
         let keeping = self.keeping(&mut conn, owner, path.as_str()).await?;
         let current = match self.tree.get(owner, path).await? {
@@ -468,7 +468,7 @@ impl Volume {
         let Some(upper) = prefix.upper_bound() else {
             return Ok(true);
         };
-        let mut conn = self.db().pool().acquire().await?;
+        let mut conn = self.db().connection().await?;
         history::any_within(&mut conn, owner, prefix.as_str(), &upper).await
     }
 }
@@ -477,7 +477,7 @@ impl Volume {
 /// version inside `tx` (under a suspended versioning it takes the null
 /// version, which goes first): its version id.
 async fn leave_marker(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     path: &str,
     keeping: Keeping,
@@ -525,11 +525,7 @@ fn merge(files: Vec<FileMeta>, kept: Vec<Kept>, limit: usize) -> Vec<Version> {
 
 /// Whether `kept` is its path's latest version: no current file, and no
 /// newer kept row. Read on `conn`.
-async fn is_latest_kept(
-    conn: &mut AnyConnection,
-    owner: Owner,
-    kept: &Kept,
-) -> Result<bool, VolumeError> {
+async fn is_latest_kept(conn: &mut Conn, owner: Owner, kept: &Kept) -> Result<bool, VolumeError> {
     let path = FilePath::parse(&kept.meta.path)?;
     if Tree::exists_in(conn, owner, &path).await? {
         return Ok(false);
@@ -542,7 +538,7 @@ async fn is_latest_kept(
 /// the latest now; a file one becomes its current file again (a marker
 /// stays where it is: the path reads as deleted).
 pub(crate) async fn promote_newest(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     path: &str,
 ) -> Result<(), VolumeError> {

@@ -3,7 +3,7 @@
 //! entry's overhead against its owner's quota (`quota` weighs a new one,
 //! then records it with [`insert_in`]).
 
-use sqlx::AnyConnection;
+use crate::db::Conn;
 
 use super::{Accounts, Share};
 use crate::db::owned::{Adopt, OwnedRows};
@@ -44,10 +44,7 @@ impl Accounts {
 
 /// How many share links `owner` has, read on `conn` (each costs an entry's
 /// overhead against their quota).
-pub(crate) async fn share_count(
-    conn: &mut AnyConnection,
-    owner: Owner,
-) -> Result<u64, VolumeError> {
+pub(crate) async fn share_count(conn: &mut Conn, owner: Owner) -> Result<u64, VolumeError> {
     let (shares,): (i64,) = sql::query_as("SELECT COUNT(*) FROM shares WHERE owner = $1")
         .bind(owner.id())
         .fetch_one(conn)

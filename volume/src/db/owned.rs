@@ -4,7 +4,7 @@
 //! with its owner; `owners` lists the declarations. The open tree is
 //! owner 0.
 
-use sqlx::AnyConnection;
+use crate::db::Conn;
 
 use super::sql;
 use crate::error::VolumeError;
@@ -45,11 +45,7 @@ impl OwnedRows {
 
     /// Delete `owner`'s rows inside `tx` (their user is going); how many
     /// went.
-    pub(crate) async fn delete_in(
-        self,
-        tx: &mut AnyConnection,
-        owner: Owner,
-    ) -> Result<u64, VolumeError> {
+    pub(crate) async fn delete_in(self, tx: &mut Conn, owner: Owner) -> Result<u64, VolumeError> {
         let Self { table, column, .. } = self;
         run_for(
             tx,
@@ -61,11 +57,7 @@ impl OwnedRows {
 
     /// Give the open tree's rows to `to` inside `tx`, as [`Self::adopt`]
     /// says; how many moved.
-    pub(crate) async fn adopt_in(
-        self,
-        tx: &mut AnyConnection,
-        to: Owner,
-    ) -> Result<u64, VolumeError> {
+    pub(crate) async fn adopt_in(self, tx: &mut Conn, to: Owner) -> Result<u64, VolumeError> {
         let Self { table, column, .. } = self;
         match self.adopt {
             Adopt::Not => return Ok(0),
@@ -86,7 +78,7 @@ impl OwnedRows {
 /// Run `statement`, whose one parameter is `owner`'s id, inside `tx`; the
 /// rows it changed.
 pub(crate) async fn run_for(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     statement: &str,
     owner: Owner,
 ) -> Result<u64, VolumeError> {

@@ -6,7 +6,8 @@
 //! profile). A lookup by primary key in a WAL database is a few
 //! microseconds of work on pages in memory; readers never wait for the
 //! writer (WAL), so a request's worker thread is held for about as long as
-//! it would take a mutex. Writes and every other read stay on sqlx.
+//! it would take a mutex. Writes run on a `rusqlite` connection too (see
+//! [`super::writer`]); every other read stays on sqlx.
 //!
 //! Both libraries link the same SQLite (`libsqlite3-sys`, one copy in the
 //! build), and a commit through sqlx is visible here to the next statement:

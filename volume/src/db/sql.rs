@@ -13,9 +13,41 @@
 //! `MKCOL` 500s of issue 20. Checked here, a mismatch fails at once, on
 //! both engines, every time: the argument count always; in debug builds
 //! (every test) also that one SQL text is always bound with the same types.
+//!
+//! A statement runs where [`On`] says: on sqlx (a pool, a connection, a
+//! PostgreSQL transaction) or on SQLite's writer connection (`rusqlite`,
+//! on the caller's thread: see [`super::writer`]), with the same text and
+//! arguments; each bound argument is kept for both.
 
-use sqlx::any::{AnyArguments, AnyQueryResult, AnyRow, AnyTypeInfoKind};
-use sqlx::{Any, Encode, Executor, FromRow, Type};
+use rusqlite::types::{ToSqlOutput, Value};
+use sqlx::any::{AnyArguments, AnyRow, AnyTypeInfoKind};
+use sqlx::{Any, Encode, FromRow, Type};
+
+use super::conn::On;
+use super::writer::{self, SqliteRow};
+
+/// What a statement that returns no rows did.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Done {
+    rows_affected: u64,
+}
+
+impl Done {
+    pub(crate) fn rows_affected(&self) -> u64 {
+        self.rows_affected
+    }
+}
+
+/// An argument as SQLite's writer binds it (owned: it outlives the value
+/// bound), or why it cannot be.
+fn sqlite_value<T: rusqlite::ToSql>(value: &T) -> Result<Value, String> {
+    match value.to_sql() {
+        Ok(ToSqlOutput::Borrowed(value)) => Ok(value.into()),
+        Ok(ToSqlOutput::Owned(value)) => Ok(value),
+        Ok(_) => Err("an argument SQLite cannot take as a value".to_owned()),
+        Err(error) => Err(error.to_string()),
+    }
+}
 
 /// A statement that returns no rows worth reading (or is read as raw rows).
 #[allow(clippy::disallowed_methods)]
@@ -23,6 +55,7 @@ pub(crate) fn query(sql: &str) -> Statement<'_> {
     Statement {
         shape: Shape::new(sql),
         inner: sqlx::query(sql),
+        values: Vec::new(),
     }
 }
 
@@ -30,11 +63,12 @@ pub(crate) fn query(sql: &str) -> Statement<'_> {
 #[allow(clippy::disallowed_methods)]
 pub(crate) fn query_as<O>(sql: &str) -> StatementAs<'_, O>
 where
-    O: Send + Unpin + for<'r> FromRow<'r, AnyRow>,
+    O: Send + Unpin + for<'r> FromRow<'r, AnyRow> + SqliteRow,
 {
     StatementAs {
         shape: Shape::new(sql),
         inner: sqlx::query_as(sql),
+        values: Vec::new(),
     }
 }
 
@@ -43,25 +77,28 @@ where
 pub(crate) struct Statement<'q> {
     shape: Shape<'q>,
     inner: sqlx::query::Query<'q, Any, AnyArguments<'q>>,
+    values: Vec<Result<Value, String>>,
 }
 
 impl<'q> Statement<'q> {
-    pub(crate) fn bind<T: 'q + Encode<'q, Any> + Type<Any>>(mut self, value: T) -> Self {
+    pub(crate) fn bind<T>(mut self, value: T) -> Self
+    where
+        T: 'q + Encode<'q, Any> + Type<Any> + rusqlite::ToSql,
+    {
         self.shape.bound::<T>();
+        self.values.push(sqlite_value(&value));
         self.inner = self.inner.bind(value);
         self
     }
 
-    pub(crate) async fn execute<'e, 'c: 'e, E>(
-        self,
-        executor: E,
-    ) -> Result<AnyQueryResult, sqlx::Error>
-    where
-        'q: 'e,
-        E: Executor<'c, Database = Any>,
-    {
+    pub(crate) async fn execute<'c>(self, on: impl Into<On<'c>>) -> Result<Done, sqlx::Error> {
         self.shape.check()?;
-        self.inner.execute(executor).await
+        let rows_affected = match on.into() {
+            On::Pool(pool) => self.inner.execute(pool).await?.rows_affected(),
+            On::Sqlx(conn) => self.inner.execute(conn).await?.rows_affected(),
+            On::Writer(conn) => writer::execute(conn, self.shape.sql, &self.values)?,
+        };
+        Ok(Done { rows_affected })
     }
 }
 
@@ -70,49 +107,49 @@ impl<'q> Statement<'q> {
 pub(crate) struct StatementAs<'q, O> {
     shape: Shape<'q>,
     inner: sqlx::query::QueryAs<'q, Any, O, AnyArguments<'q>>,
+    values: Vec<Result<Value, String>>,
 }
 
 impl<'q, O> StatementAs<'q, O>
 where
-    O: Send + Unpin + for<'r> FromRow<'r, AnyRow>,
+    O: Send + Unpin + for<'r> FromRow<'r, AnyRow> + SqliteRow,
 {
-    pub(crate) fn bind<T: 'q + Encode<'q, Any> + Type<Any>>(mut self, value: T) -> Self {
+    pub(crate) fn bind<T>(mut self, value: T) -> Self
+    where
+        T: 'q + Encode<'q, Any> + Type<Any> + rusqlite::ToSql,
+    {
         self.shape.bound::<T>();
+        self.values.push(sqlite_value(&value));
         self.inner = self.inner.bind(value);
         self
     }
 
-    pub(crate) async fn fetch_one<'e, 'c: 'e, E>(self, executor: E) -> Result<O, sqlx::Error>
-    where
-        'q: 'e,
-        E: 'e + Executor<'c, Database = Any>,
-        O: 'e,
-    {
-        self.shape.check()?;
-        self.inner.fetch_one(executor).await
+    pub(crate) async fn fetch_one<'c>(self, on: impl Into<On<'c>>) -> Result<O, sqlx::Error> {
+        self.fetch_optional(on)
+            .await?
+            .ok_or(sqlx::Error::RowNotFound)
     }
 
-    pub(crate) async fn fetch_optional<'e, 'c: 'e, E>(
+    pub(crate) async fn fetch_optional<'c>(
         self,
-        executor: E,
-    ) -> Result<Option<O>, sqlx::Error>
-    where
-        'q: 'e,
-        E: 'e + Executor<'c, Database = Any>,
-        O: 'e,
-    {
+        on: impl Into<On<'c>>,
+    ) -> Result<Option<O>, sqlx::Error> {
         self.shape.check()?;
-        self.inner.fetch_optional(executor).await
+        match on.into() {
+            On::Pool(pool) => self.inner.fetch_optional(pool).await,
+            On::Sqlx(conn) => self.inner.fetch_optional(conn).await,
+            On::Writer(conn) => writer::rows(conn, self.shape.sql, &self.values, Some(1))
+                .map(|rows| rows.into_iter().next()),
+        }
     }
 
-    pub(crate) async fn fetch_all<'e, 'c: 'e, E>(self, executor: E) -> Result<Vec<O>, sqlx::Error>
-    where
-        'q: 'e,
-        E: 'e + Executor<'c, Database = Any>,
-        O: 'e,
-    {
+    pub(crate) async fn fetch_all<'c>(self, on: impl Into<On<'c>>) -> Result<Vec<O>, sqlx::Error> {
         self.shape.check()?;
-        self.inner.fetch_all(executor).await
+        match on.into() {
+            On::Pool(pool) => self.inner.fetch_all(pool).await,
+            On::Sqlx(conn) => self.inner.fetch_all(conn).await,
+            On::Writer(conn) => writer::rows(conn, self.shape.sql, &self.values, None),
+        }
     }
 }
 

@@ -10,7 +10,7 @@
 use std::collections::HashSet;
 use std::ops::Bound;
 
-use sqlx::AnyConnection;
+use crate::db::{Conn, SqliteRow};
 
 use crate::db::owned::{Adopt, OwnedRows};
 use crate::db::{Database, sql};
@@ -79,37 +79,48 @@ type Columns = (
 
 impl<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> for Kept {
     fn from_row(row: &'r sqlx::any::AnyRow) -> Result<Self, sqlx::Error> {
-        let (
-            seq,
+        <Columns as sqlx::FromRow<'r, sqlx::any::AnyRow>>::from_row(row).map(kept)
+    }
+}
+
+impl SqliteRow for Kept {
+    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        <Columns as SqliteRow>::from_sqlite(row).map(kept)
+    }
+}
+
+/// A version from its columns ([`READ`]).
+fn kept(columns: Columns) -> Kept {
+    let (
+        seq,
+        path,
+        size,
+        sha256,
+        blake3,
+        content_type,
+        created_ms,
+        modified_ms,
+        s3_info,
+        version_id,
+        archived_ms,
+        retained,
+    ) = columns;
+    Kept {
+        seq,
+        marker: sha256.is_none(),
+        meta: FileMeta {
             path,
-            size,
-            sha256,
+            size: u64::try_from(size).unwrap_or_default(),
+            sha256: sha256.unwrap_or_default(),
             blake3,
             content_type,
             created_ms,
             modified_ms,
             s3_info,
             version_id,
-            archived_ms,
-            retained,
-        ) = <Columns as sqlx::FromRow<'r, sqlx::any::AnyRow>>::from_row(row)?;
-        Ok(Self {
-            seq,
-            marker: sha256.is_none(),
-            meta: FileMeta {
-                path,
-                size: u64::try_from(size).unwrap_or_default(),
-                sha256: sha256.unwrap_or_default(),
-                blake3,
-                content_type,
-                created_ms,
-                modified_ms,
-                s3_info,
-                version_id,
-            },
-            archived_ms,
-            retained: retained != 0,
-        })
+        },
+        archived_ms,
+        retained: retained != 0,
     }
 }
 
@@ -120,7 +131,7 @@ pub(crate) const OWNED: OwnedRows = OwnedRows::new("file_versions", "owner", Ado
 /// Give the open tree's versions to `to` inside `tx`: a null version both
 /// keep at one path takes a version id of its own first (one path has one
 /// null version). How many moved.
-pub(crate) async fn adopt_in(tx: &mut AnyConnection, to: Owner) -> Result<u64, VolumeError> {
+pub(crate) async fn adopt_in(tx: &mut Conn, to: Owner) -> Result<u64, VolumeError> {
     let clashing: Vec<(i64,)> = sql::query_as(
         "SELECT seq FROM file_versions WHERE owner = 0 AND version_id = 'null' AND path IN
              (SELECT path FROM file_versions WHERE owner = $1 AND version_id = 'null')",
@@ -141,7 +152,7 @@ pub(crate) async fn adopt_in(tx: &mut AnyConnection, to: Owner) -> Result<u64, V
 /// Keep `meta`, a file that stops being current now, as `path`'s newest
 /// earlier version, inside `tx`.
 pub(crate) async fn archive(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     meta: &FileMeta,
     retained: bool,
@@ -171,7 +182,7 @@ pub(crate) async fn archive(
 /// Make a delete marker `version_id` the newest version of `path`, inside
 /// `tx`.
 pub(crate) async fn mark(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     path: &str,
     version_id: &str,
@@ -194,7 +205,7 @@ pub(crate) async fn mark(
 
 /// The version `version_id` of `path`, read on `conn`.
 pub(crate) async fn get(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     path: &str,
     version_id: &str,
@@ -213,7 +224,7 @@ pub(crate) async fn get(
 /// SQLite's writers are serialised already).
 pub(crate) async fn get_locked(
     db: &Database,
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     path: &str,
     version_id: &str,
@@ -231,7 +242,7 @@ pub(crate) async fn get_locked(
 
 /// `path`'s newest kept version (a marker or a file), read on `conn`.
 pub(crate) async fn newest(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     path: &str,
 ) -> Result<Option<Kept>, VolumeError> {
@@ -247,7 +258,7 @@ pub(crate) async fn newest(
 
 /// Every kept version of `path`, newest first, read on `conn`.
 pub(crate) async fn of_path(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     path: &str,
 ) -> Result<Vec<Kept>, VolumeError> {
@@ -261,10 +272,7 @@ pub(crate) async fn of_path(
 }
 
 /// Remove the kept row `seq` inside `tx`: the blob it named, if any.
-pub(crate) async fn remove(
-    tx: &mut AnyConnection,
-    seq: i64,
-) -> Result<Option<Digest>, VolumeError> {
+pub(crate) async fn remove(tx: &mut Conn, seq: i64) -> Result<Option<Digest>, VolumeError> {
     let gone: Option<(Option<String>,)> =
         sql::query_as("DELETE FROM file_versions WHERE seq = $1 RETURNING sha256")
             .bind(seq)
@@ -278,7 +286,7 @@ pub(crate) async fn remove(
 /// Remove `path`'s kept null version, if it has one, inside `tx` (a
 /// suspended tree's write replaces it): the blob it named.
 pub(crate) async fn remove_null(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     path: &str,
 ) -> Result<Option<Digest>, VolumeError> {
@@ -291,7 +299,7 @@ pub(crate) async fn remove_null(
 /// Remove every kept version of `path` older than `seq` (and `seq`
 /// itself), inside `tx`: the blobs they named.
 pub(crate) async fn remove_through(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     path: &str,
     seq: i64,
@@ -311,7 +319,7 @@ pub(crate) async fn remove_through(
 /// Set what S3 keeps of the kept version `version_id` of `path` inside
 /// `tx`; whether there was one.
 pub(crate) async fn set_s3_info(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     path: &str,
     version_id: &str,
@@ -334,7 +342,7 @@ pub(crate) async fn set_s3_info(
 /// refused (`Locked`) while object lock holds a version of `from`, or
 /// the null version of `to` this would replace.
 pub(crate) async fn rename(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     from: &str,
     to: &str,
@@ -373,7 +381,7 @@ pub(crate) async fn rename(
 /// lie under `to`, inside `tx`; refused (`Locked`) while object lock holds
 /// a version there.
 pub(crate) async fn rename_range(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     from: &str,
     to: &str,
@@ -471,7 +479,7 @@ pub(crate) async fn markers(
 
 /// The row `seq` of `owner`, read on `conn`.
 pub(crate) async fn by_seq(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     seq: i64,
 ) -> Result<Option<Kept>, VolumeError> {
@@ -486,10 +494,7 @@ pub(crate) async fn by_seq(
 
 /// The bytes `owner`'s kept versions take and how many rows they are
 /// (markers included), read on `conn`: their share of the quota.
-pub(crate) async fn usage(
-    conn: &mut AnyConnection,
-    owner: Owner,
-) -> Result<(u64, u64), VolumeError> {
+pub(crate) async fn usage(conn: &mut Conn, owner: Owner) -> Result<(u64, u64), VolumeError> {
     let (bytes, rows): (i64, i64) = sql::query_as(
         "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT), COUNT(*) FROM file_versions
          WHERE owner = $1",
@@ -505,10 +510,7 @@ pub(crate) async fn usage(
 
 /// How many kept versions name `digest`, read inside `tx` (after the
 /// ledger locked the blob's row).
-pub(crate) async fn references(
-    tx: &mut AnyConnection,
-    digest: &Digest,
-) -> Result<u64, VolumeError> {
+pub(crate) async fn references(tx: &mut Conn, digest: &Digest) -> Result<u64, VolumeError> {
     let (count,): (i64,) = sql::query_as("SELECT COUNT(*) FROM file_versions WHERE sha256 = $1")
         .bind(digest.as_str())
         .fetch_one(tx)
@@ -518,7 +520,7 @@ pub(crate) async fn references(
 
 /// Whether `owner` keeps any version of a path from `lower` to `upper`.
 pub(crate) async fn any_within(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     lower: &str,
     upper: &str,

@@ -2,7 +2,7 @@
 //! operator's retention governs (their cost, the oldest first, those past
 //! it) and the delete markers left hiding nothing.
 
-use sqlx::AnyConnection;
+use crate::db::{Conn, SqliteRow};
 
 use super::{Kept, READ};
 use crate::db::{Database, sql};
@@ -14,7 +14,7 @@ use crate::types::{Owner, now_ms};
 /// versions the retention governs, read on `conn`: what making room could
 /// free at most.
 pub(crate) async fn retained_usage(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
 ) -> Result<(u64, u64), VolumeError> {
     let (bytes, rows): (i64, i64) = sql::query_as(
@@ -33,7 +33,7 @@ pub(crate) async fn retained_usage(
 /// The oldest of `owner`'s kept versions and delete markers the retention
 /// governs, up to `limit`, read on `conn`: what makes room first.
 pub(crate) async fn oldest_retained(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     limit: usize,
 ) -> Result<Vec<Kept>, VolumeError> {
@@ -64,6 +64,12 @@ pub(crate) async fn expired(
             Ok(Self(Owner::from_id(owner), Kept::from_row(row)?))
         }
     }
+    impl SqliteRow for Row {
+        fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+            let owner: i64 = row.get(12)?;
+            Ok(Self(Owner::from_id(owner), Kept::from_sqlite(row)?))
+        }
+    }
     let unheld = object_lock::unheld(now_ms());
     let rows: Vec<Row> = sql::query_as(&format!(
         "SELECT {READ}, owner FROM file_versions
@@ -84,7 +90,7 @@ pub(crate) async fn expired(
 /// (no kept file below them), inside `tx`: what a removal below them
 /// leaves dangling.
 pub(crate) async fn drop_dangling_markers(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     path: &str,
 ) -> Result<u64, VolumeError> {

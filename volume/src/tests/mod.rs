@@ -18,6 +18,7 @@ mod owners;
 mod packing;
 mod uploads;
 mod versions;
+mod write_turns;
 
 use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Stdio};

@@ -219,7 +219,7 @@ impl Tree {
         limit: usize,
     ) -> Result<Vec<R>, VolumeError>
     where
-        R: for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> + Send + Unpin,
+        R: for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> + crate::db::SqliteRow + Send + Unpin,
     {
         let (op, bound) = match lower {
             Lower::Inclusive(bound) => (">=", bound),

@@ -11,8 +11,8 @@ pub(crate) mod transfer;
 use std::collections::HashSet;
 use std::sync::LazyLock;
 
+use crate::db::{Conn, SqliteRow};
 use rusqlite::OptionalExtension as _;
-use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
 use crate::db::owned::{Adopt, OwnedRows};
@@ -66,17 +66,13 @@ impl<'r> sqlx::FromRow<'r, AnyRow> for FileMeta {
 
 /// A file row read through rusqlite (`SELECT {COLUMNS}`).
 fn file_meta_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<FileMeta> {
-    Ok(file_meta((
-        row.get(0)?,
-        row.get(1)?,
-        row.get(2)?,
-        row.get(3)?,
-        row.get(4)?,
-        row.get(5)?,
-        row.get(6)?,
-        row.get(7)?,
-        row.get(8)?,
-    )))
+    <Columns as SqliteRow>::from_sqlite(row).map(file_meta)
+}
+
+impl SqliteRow for FileMeta {
+    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        file_meta_sqlite(row)
+    }
 }
 
 /// [`COLUMNS`] with the columns `replace` names replaced by the SQL it
@@ -187,7 +183,7 @@ impl Tree {
     /// (PostgreSQL; SQLite's writers are serialised already).
     pub(crate) async fn get_locked(
         &self,
-        tx: &mut AnyConnection,
+        tx: &mut Conn,
         owner: Owner,
         path: &FilePath,
     ) -> Result<Option<FileMeta>, VolumeError> {
@@ -203,7 +199,7 @@ impl Tree {
 
     /// Whether `owner` has a current file at `path`, read on `conn`.
     pub(crate) async fn exists_in(
-        conn: &mut AnyConnection,
+        conn: &mut Conn,
         owner: Owner,
         path: &FilePath,
     ) -> Result<bool, VolumeError> {
@@ -220,7 +216,7 @@ impl Tree {
     /// `except` (the path an upload is about to replace), read on `conn` (a
     /// write transaction's, to weigh a change against the quota).
     pub(crate) async fn usage(
-        conn: &mut AnyConnection,
+        conn: &mut Conn,
         owner: Owner,
         except: Option<&FilePath>,
     ) -> Result<(u64, u64), VolumeError> {
@@ -240,10 +236,7 @@ impl Tree {
     }
 
     /// How many folders `owner` made on purpose, read on `conn`.
-    pub(crate) async fn folder_count(
-        conn: &mut AnyConnection,
-        owner: Owner,
-    ) -> Result<u64, VolumeError> {
+    pub(crate) async fn folder_count(conn: &mut Conn, owner: Owner) -> Result<u64, VolumeError> {
         let (folders,): (i64,) = sql::query_as("SELECT COUNT(*) FROM folders WHERE owner = $1")
             .bind(owner.id())
             .fetch_one(conn)
@@ -256,7 +249,7 @@ impl Tree {
     /// creation time) when `overwrite` allows.
     pub(crate) async fn upsert(
         &self,
-        tx: &mut AnyConnection,
+        tx: &mut Conn,
         owner: Owner,
         path: &FilePath,
         (size, digests, content_type): (u64, &Digests, &str),
@@ -309,7 +302,7 @@ impl Tree {
     /// Set `s3_info` of `owner`'s current file at `path` if it is version
     /// `version_id`, inside `tx`; whether it was.
     pub(crate) async fn set_s3_info_of_version(
-        tx: &mut AnyConnection,
+        tx: &mut Conn,
         owner: Owner,
         path: &FilePath,
         version_id: &str,
@@ -358,7 +351,7 @@ impl Tree {
     /// written, if one was.
     async fn insert(
         &self,
-        tx: &mut AnyConnection,
+        tx: &mut Conn,
         row: &NewRow<'_>,
         on_conflict: &str,
     ) -> Result<Option<FileMeta>, VolumeError> {
@@ -382,7 +375,7 @@ impl Tree {
     /// Remove the file `path` inside `tx`; its row, or `None` if it was
     /// absent.
     pub(crate) async fn delete_file(
-        tx: &mut AnyConnection,
+        tx: &mut Conn,
         owner: Owner,
         path: &FilePath,
     ) -> Result<Option<FileMeta>, VolumeError> {
@@ -399,7 +392,7 @@ impl Tree {
     /// its `upper` bound) inside `tx`: the rows of the removed files, and
     /// how many files and folders went.
     pub(crate) async fn delete_range(
-        tx: &mut AnyConnection,
+        tx: &mut Conn,
         owner: Owner,
         prefix: &str,
         upper: &str,
@@ -428,7 +421,7 @@ impl Tree {
     /// replacing the row there (the caller kept or released it): a
     /// version restored, or a row copied.
     pub(crate) async fn put_row(
-        tx: &mut AnyConnection,
+        tx: &mut Conn,
         owner: Owner,
         meta: &FileMeta,
     ) -> Result<(), VolumeError> {
@@ -462,10 +455,7 @@ impl Tree {
 
     /// How many files name `digest`, read inside `tx` (after the ledger
     /// locked the blob's row).
-    pub(crate) async fn references(
-        tx: &mut AnyConnection,
-        digest: &Digest,
-    ) -> Result<u64, VolumeError> {
+    pub(crate) async fn references(tx: &mut Conn, digest: &Digest) -> Result<u64, VolumeError> {
         let (count,): (i64,) = sql::query_as("SELECT COUNT(*) FROM files WHERE sha256 = $1")
             .bind(digest.as_str())
             .fetch_one(tx)
@@ -476,7 +466,7 @@ impl Tree {
     /// Make the folder `prefix` (not the root) inside `tx`; whether it was
     /// new.
     pub(crate) async fn make_folder(
-        tx: &mut AnyConnection,
+        tx: &mut Conn,
         owner: Owner,
         prefix: &Prefix,
         now_ms: i64,
@@ -534,7 +524,7 @@ impl Tree {
     /// Forget that the folder `prefix` was made on purpose, inside `tx`
     /// (what is in it stays); whether it had been.
     pub(crate) async fn unmake_folder(
-        tx: &mut AnyConnection,
+        tx: &mut Conn,
         owner: Owner,
         prefix: &Prefix,
     ) -> Result<bool, VolumeError> {
@@ -549,10 +539,7 @@ impl Tree {
 
     /// Give the open tree's files to `to` inside `tx`, unless `to` holds a
     /// file at one of the same paths (`AlreadyExists`); how many moved.
-    pub(crate) async fn adopt_files_in(
-        tx: &mut AnyConnection,
-        to: Owner,
-    ) -> Result<u64, VolumeError> {
+    pub(crate) async fn adopt_files_in(tx: &mut Conn, to: Owner) -> Result<u64, VolumeError> {
         let clash: Option<(String,)> = sql::query_as(
             "SELECT path FROM files WHERE owner = 0 AND path IN
                  (SELECT path FROM files WHERE owner = $1) LIMIT 1",

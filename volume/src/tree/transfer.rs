@@ -4,7 +4,7 @@
 //! addressed by digest), paths rewritten with `SUBSTR`, which counts
 //! characters on both engines.
 
-use sqlx::{Any, AnyConnection};
+use crate::db::{Conn, On};
 
 use std::sync::LazyLock;
 
@@ -61,7 +61,7 @@ impl Tree {
     /// What `name` is, read inside `tx` (a file's row locked until it ends).
     pub(crate) async fn find(
         &self,
-        tx: &mut AnyConnection,
+        tx: &mut Conn,
         owner: Owner,
         name: &FilePath,
     ) -> Result<Found, VolumeError> {
@@ -82,7 +82,7 @@ impl Tree {
     /// folders it holds.
     pub(crate) async fn hold_tree(
         &self,
-        tx: &mut AnyConnection,
+        tx: &mut Conn,
         owner: Owner,
         from: &FilePath,
         to: &FilePath,
@@ -138,7 +138,7 @@ impl Tree {
 /// holds, inside `tx`: the row of the file `to`, and those of the files
 /// the folder held.
 pub(crate) async fn clear(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     to: &FilePath,
 ) -> Result<(Option<FileMeta>, Vec<FileMeta>), VolumeError> {
@@ -151,7 +151,7 @@ pub(crate) async fn clear(
 /// Whether anything lies inside the folder `prefix` (strictly under it, to
 /// `upper`): a file, or a folder made on purpose.
 pub(crate) async fn holds_anything(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     prefix: &Prefix,
     upper: &str,
@@ -175,7 +175,7 @@ pub(crate) async fn holds_anything(
 
 /// Copy the file row `from` to `to` (created now) inside `tx`.
 pub(crate) async fn copy_file(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     from: &FilePath,
     to: &FilePath,
@@ -204,7 +204,7 @@ pub(crate) async fn copy_file(
 /// Copy every file and folder under the folder `from` (not its own row)
 /// to lie under `to`, created now, inside `tx`.
 pub(crate) async fn copy_range(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     from: &Prefix,
     to: &Prefix,
@@ -239,7 +239,7 @@ pub(crate) async fn copy_range(
 
 /// Rename the file row `from` to `to` inside `tx`.
 pub(crate) async fn move_file(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     from: &FilePath,
     to: &FilePath,
@@ -254,7 +254,7 @@ pub(crate) async fn move_file(
 /// Rename every file and folder at or under the folder `from` to lie
 /// under `to`, inside `tx`.
 pub(crate) async fn move_range(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     from: &Prefix,
     to: &Prefix,
@@ -275,7 +275,7 @@ pub(crate) async fn move_range(
 
 /// Make `folder` a folder made on purpose, inside `tx` (a no-op if it is).
 pub(crate) async fn ensure_folder(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
     folder: &Prefix,
     now_ms: i64,
@@ -292,8 +292,6 @@ pub(crate) async fn ensure_folder(
     Ok(())
 }
 
-/// Whether a folder row at or under `prefix` (not the root), or a file
-/// under it, exists: one query, on the pool or inside a transaction.
 /// Whether anything is in the folder `$2` (`$3` its upper bound) of owner
 /// `$1`: a folder row, or a file or folder under it. `$N` is also how SQLite
 /// names a parameter, so the text serves `rusqlite` too.
@@ -302,20 +300,19 @@ pub(crate) const FOLDER_IN_USE: &str = "SELECT CAST(CASE WHEN
          OR EXISTS (SELECT 1 FROM files WHERE owner = $1 AND path >= $2 AND path < $3)
      THEN 1 ELSE 0 END AS BIGINT)";
 
-pub(crate) async fn folder_in_use<'e, E>(
-    executor: E,
+/// Whether a folder row at or under `prefix` (not the root), or a file
+/// under it, exists: one query, on the pool or inside a transaction.
+pub(crate) async fn folder_in_use<'c>(
+    on: impl Into<On<'c>>,
     owner: Owner,
     prefix: &Prefix,
-) -> Result<bool, VolumeError>
-where
-    E: sqlx::Executor<'e, Database = Any>,
-{
+) -> Result<bool, VolumeError> {
     let upper = upper_of(prefix);
     let (found,): (i64,) = sql::query_as(FOLDER_IN_USE)
         .bind(owner.id())
         .bind(prefix.as_str())
         .bind(&upper)
-        .fetch_one(executor)
+        .fetch_one(on)
         .await?;
     Ok(found != 0)
 }

@@ -5,7 +5,7 @@
 //! objects in the blob store (`uploads/<id>/<name>`), which
 //! [`crate::Volume`] writes before it records them here.
 
-use sqlx::AnyConnection;
+use crate::db::{Conn, sqlite_row};
 
 use crate::db::owned::{self, Adopt, OwnedRows};
 use crate::db::{Database, WriteTx, sql};
@@ -136,6 +136,21 @@ struct UploadRow {
     expires_ms: i64,
     hashed: String,
 }
+
+sqlite_row!(UploadRow {
+    id,
+    kind,
+    owner,
+    path,
+    length,
+    received,
+    content_type,
+    create_only,
+    metadata,
+    created_ms,
+    expires_ms,
+    hashed
+});
 
 impl From<UploadRow> for Upload {
     fn from(row: UploadRow) -> Self {
@@ -310,7 +325,7 @@ pub(crate) async fn record_checkpoint_in(
 /// against the quota (a numbered part appended in order, `@…`, among the
 /// bytes `received`).
 pub(crate) async fn kept(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     owner: Owner,
     except: Option<&str>,
 ) -> Result<(u64, u64), VolumeError> {
@@ -436,10 +451,7 @@ pub(crate) async fn delete(
 /// is going; see `owners`: before the uploads, through whose rows they are
 /// found; their objects are collected as parts no upload names). How many
 /// went.
-pub(crate) async fn delete_owner_parts_in(
-    tx: &mut AnyConnection,
-    owner: Owner,
-) -> Result<u64, VolumeError> {
+pub(crate) async fn delete_owner_parts_in(tx: &mut Conn, owner: Owner) -> Result<u64, VolumeError> {
     owned::run_for(
         tx,
         "DELETE FROM upload_parts WHERE upload_id IN (SELECT id FROM uploads WHERE owner = $1)",
@@ -451,7 +463,7 @@ pub(crate) async fn delete_owner_parts_in(
 /// Drop the multipart parts of every upload of `owner` inside `tx` (as
 /// [`delete_owner_parts_in`]); how many went.
 pub(crate) async fn delete_owner_numbered_parts_in(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     owner: Owner,
 ) -> Result<u64, VolumeError> {
     owned::run_for(

@@ -1,0 +1,169 @@
+//! Write transactions on SQLite: group commit, each writer's part undone
+//! alone, and the writer connection waiting for another's write lock.
+
+use std::time::Duration;
+
+use crate::db::{Database, DatabaseUrl, sql};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writers_share_commits_and_undo_only_their_own_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(&DatabaseUrl::Sqlite(dir.path().join("t.sqlite")))
+        .await
+        .unwrap();
+    sql::query("CREATE TABLE t (n INTEGER PRIMARY KEY)")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    // At once: even writers commit, n % 4 == 1 roll back, n % 8 == 3
+    // are dropped mid-turn (an error returned early), n % 8 == 7 are
+    // cancelled as they commit (their rows may or may not stay).
+    let writers: Vec<_> = (0..64_i64)
+        .map(|n| {
+            let db = db.clone();
+            tokio::spawn(async move {
+                let mut tx = db.begin_write().await?;
+                sql::query("INSERT INTO t (n) VALUES ($1)")
+                    .bind(n)
+                    .execute(&mut *tx)
+                    .await?;
+                match n % 8 {
+                    1 | 5 => tx.rollback().await,
+                    3 => {
+                        drop(tx);
+                        Ok(())
+                    }
+                    7 => {
+                        let cancelled = tokio::time::timeout(Duration::from_micros(1), tx.commit());
+                        let _ = cancelled.await;
+                        Ok(())
+                    }
+                    _ => tx.commit().await,
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        tokio::time::timeout(Duration::from_secs(30), writer)
+            .await
+            .expect("every writer finishes")
+            .unwrap()
+            .unwrap();
+    }
+    // What each writer was told is what another connection sees.
+    let rows: Vec<(i64,)> = sql::query_as("SELECT n FROM t ORDER BY n")
+        .fetch_all(db.pool())
+        .await
+        .unwrap();
+    let rows: Vec<i64> = rows.into_iter().map(|(n,)| n).collect();
+    let kept: Vec<i64> = (0..64).filter(|n| n % 2 == 0).collect();
+    let cancelled: Vec<i64> = rows.iter().copied().filter(|n| n % 8 == 7).collect();
+    let others: Vec<i64> = rows.iter().copied().filter(|n| n % 8 != 7).collect();
+    assert_eq!(others, kept, "every committed row and no undone one");
+    assert!(cancelled.len() <= 8);
+    // No group is left holding the write lock: a write outside a
+    // turn goes through at once.
+    tokio::time::timeout(
+        Duration::from_secs(2),
+        sql::query("INSERT INTO t (n) VALUES (1000)").execute(db.pool()),
+    )
+    .await
+    .expect("the write lock is free")
+    .unwrap();
+}
+
+/// `BEGIN` on the writer connection waits (on a blocking thread) while
+/// another connection holds SQLite's write lock, and goes on once it is
+/// free: nothing fails for a `gateway user add` run beside the gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_waits_for_another_connections_write_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.sqlite");
+    let db = Database::open(&DatabaseUrl::Sqlite(file.clone()))
+        .await
+        .unwrap();
+    sql::query("CREATE TABLE t (n INTEGER PRIMARY KEY)")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let other = rusqlite::Connection::open(&file).unwrap();
+    other
+        .execute_batch("BEGIN IMMEDIATE; INSERT INTO t (n) VALUES (1);")
+        .unwrap();
+    let writer = tokio::spawn({
+        let db = db.clone();
+        async move {
+            let mut tx = db.begin_write().await?;
+            sql::query("INSERT INTO t (n) VALUES ($1)")
+                .bind(2_i64)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!writer.is_finished(), "the writer waits for the lock");
+    other.execute_batch("COMMIT").unwrap();
+    tokio::time::timeout(Duration::from_secs(5), writer)
+        .await
+        .expect("the writer goes on once the lock is free")
+        .unwrap()
+        .unwrap();
+    let rows: Vec<(i64,)> = sql::query_as("SELECT n FROM t ORDER BY n")
+        .fetch_all(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(rows, vec![(1,), (2,)]);
+}
+
+/// The writer connection binds `$N` by its name, whatever order the text
+/// names them in, and reads rows as sqlx does; what it cannot do is an
+/// error, not a wrong answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_connection_binds_by_name_and_reads_as_sqlx_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(&DatabaseUrl::Sqlite(dir.path().join("t.sqlite")))
+        .await
+        .unwrap();
+    sql::query("CREATE TABLE t (a TEXT NOT NULL, b INTEGER, c BLOB)")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let mut tx = db.begin_write().await.unwrap();
+    let done = sql::query("INSERT INTO t (c, b, a) VALUES ($3, $2, $1), ($1, $2, $3)")
+        .bind("first")
+        .bind(Option::<i64>::None)
+        .bind(vec![1_u8, 2])
+        .execute(&mut *tx)
+        .await;
+    // The second row's `a` would be a blob: allowed by SQLite's typing.
+    assert_eq!(done.unwrap().rows_affected(), 2);
+    let row: (String, Option<i64>, Vec<u8>) =
+        sql::query_as("SELECT a, b, c FROM t WHERE a = $1 AND $2 = 7")
+            .bind("first")
+            .bind(7_i64)
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+    assert_eq!(row, ("first".to_owned(), None, vec![1, 2]));
+    let none: Option<(String,)> = sql::query_as("SELECT a FROM t WHERE b = $1")
+        .bind(3_i64)
+        .fetch_optional(&mut *tx)
+        .await
+        .unwrap();
+    assert_eq!(none, None);
+    let missing = sql::query_as::<(String,)>("SELECT a FROM t WHERE b = $1")
+        .bind(3_i64)
+        .fetch_one(&mut *tx)
+        .await;
+    assert!(matches!(missing, Err(sqlx::Error::RowNotFound)));
+    let not_null = sql::query("INSERT INTO t (a) VALUES ($1)")
+        .bind(Option::<String>::None)
+        .execute(&mut *tx)
+        .await;
+    assert!(
+        matches!(not_null, Err(sqlx::Error::Database(_))),
+        "{not_null:?}"
+    );
+    tx.rollback().await.unwrap();
+}
