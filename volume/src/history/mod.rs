@@ -91,34 +91,25 @@ impl SqliteRow for Kept {
 
 /// A version from its columns ([`READ`]).
 fn kept(columns: Columns) -> Kept {
-    let (
-        seq,
-        path,
-        size,
-        sha256,
-        blake3,
-        content_type,
-        created_ms,
-        modified_ms,
-        s3_info,
-        version_id,
-        archived_ms,
-        retained,
-    ) = columns;
+    let (seq, path, size, sha256, blake3, content_type, created_ms, modified_ms) = (
+        columns.0, columns.1, columns.2, columns.3, columns.4, columns.5, columns.6, columns.7,
+    );
+    let (s3_info, version_id, archived_ms, retained) =
+        (columns.8, columns.9, columns.10, columns.11);
     Kept {
         seq,
         marker: sha256.is_none(),
-        meta: FileMeta {
+        meta: crate::tree::file_meta((
             path,
-            size: u64::try_from(size).unwrap_or_default(),
-            sha256: sha256.unwrap_or_default(),
+            size,
+            sha256.unwrap_or_default(),
             blake3,
             content_type,
             created_ms,
             modified_ms,
             s3_info,
             version_id,
-        },
+        )),
         archived_ms,
         retained: retained != 0,
     }

@@ -5,16 +5,30 @@ use std::time::Duration;
 
 use crate::db::{Database, DatabaseUrl, sql};
 
+/// The numbers in table `t`, as a connection of the pool reads them.
+async fn numbers(db: &Database) -> Vec<i64> {
+    let rows: Vec<(i64,)> = sql::query_as("SELECT n FROM t ORDER BY n")
+        .fetch_all(db.pool())
+        .await
+        .unwrap();
+    rows.into_iter().map(|(n,)| n).collect()
+}
+
+/// A fresh SQLite database (in `dir`, kept by the caller) with `table`
+/// made in it, and its file.
+async fn database_with(dir: &tempfile::TempDir, table: &str) -> (Database, std::path::PathBuf) {
+    let file = dir.path().join("t.sqlite");
+    let db = Database::open(&DatabaseUrl::Sqlite(file.clone()))
+        .await
+        .unwrap();
+    sql::query(table).execute(db.pool()).await.unwrap();
+    (db, file)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writers_share_commits_and_undo_only_their_own_part() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(&DatabaseUrl::Sqlite(dir.path().join("t.sqlite")))
-        .await
-        .unwrap();
-    sql::query("CREATE TABLE t (n INTEGER PRIMARY KEY)")
-        .execute(db.pool())
-        .await
-        .unwrap();
+    let (db, _) = database_with(&dir, "CREATE TABLE t (n INTEGER PRIMARY KEY)").await;
     // At once: even writers commit, n % 4 == 1 roll back, n % 8 == 3
     // are dropped mid-turn (an error returned early), n % 8 == 7 are
     // cancelled as they commit (their rows may or may not stay).
@@ -51,11 +65,7 @@ async fn writers_share_commits_and_undo_only_their_own_part() {
             .unwrap();
     }
     // What each writer was told is what another connection sees.
-    let rows: Vec<(i64,)> = sql::query_as("SELECT n FROM t ORDER BY n")
-        .fetch_all(db.pool())
-        .await
-        .unwrap();
-    let rows: Vec<i64> = rows.into_iter().map(|(n,)| n).collect();
+    let rows = numbers(&db).await;
     let kept: Vec<i64> = (0..64).filter(|n| n % 2 == 0).collect();
     let cancelled: Vec<i64> = rows.iter().copied().filter(|n| n % 8 == 7).collect();
     let others: Vec<i64> = rows.iter().copied().filter(|n| n % 8 != 7).collect();
@@ -78,14 +88,7 @@ async fn writers_share_commits_and_undo_only_their_own_part() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_waits_for_another_connections_write_lock() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("t.sqlite");
-    let db = Database::open(&DatabaseUrl::Sqlite(file.clone()))
-        .await
-        .unwrap();
-    sql::query("CREATE TABLE t (n INTEGER PRIMARY KEY)")
-        .execute(db.pool())
-        .await
-        .unwrap();
+    let (db, file) = database_with(&dir, "CREATE TABLE t (n INTEGER PRIMARY KEY)").await;
     let other = rusqlite::Connection::open(&file).unwrap();
     other
         .execute_batch("BEGIN IMMEDIATE; INSERT INTO t (n) VALUES (1);")
@@ -109,11 +112,7 @@ async fn a_writer_waits_for_another_connections_write_lock() {
         .expect("the writer goes on once the lock is free")
         .unwrap()
         .unwrap();
-    let rows: Vec<(i64,)> = sql::query_as("SELECT n FROM t ORDER BY n")
-        .fetch_all(db.pool())
-        .await
-        .unwrap();
-    assert_eq!(rows, vec![(1,), (2,)]);
+    assert_eq!(numbers(&db).await, vec![1, 2]);
 }
 
 /// The writer connection binds `$N` by its name, whatever order the text
@@ -122,13 +121,7 @@ async fn a_writer_waits_for_another_connections_write_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_writer_connection_binds_by_name_and_reads_as_sqlx_does() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(&DatabaseUrl::Sqlite(dir.path().join("t.sqlite")))
-        .await
-        .unwrap();
-    sql::query("CREATE TABLE t (a TEXT NOT NULL, b INTEGER, c BLOB)")
-        .execute(db.pool())
-        .await
-        .unwrap();
+    let (db, _) = database_with(&dir, "CREATE TABLE t (a TEXT NOT NULL, b INTEGER, c BLOB)").await;
     let mut tx = db.begin_write().await.unwrap();
     let done = sql::query("INSERT INTO t (c, b, a) VALUES ($3, $2, $1), ($1, $2, $3)")
         .bind("first")

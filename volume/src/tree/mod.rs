@@ -41,7 +41,7 @@ type Columns = (
 
 /// The one mapping from a file row (read by either driver) to its
 /// [`FileMeta`].
-fn file_meta(
+pub(crate) fn file_meta(
     (path, size, sha256, blake3, content_type, created_ms, modified_ms, s3_info, version_id): Columns,
 ) -> FileMeta {
     FileMeta {
