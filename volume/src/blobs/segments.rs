@@ -154,16 +154,30 @@ impl Segments {
         record.extend_from_slice(&len.to_le_bytes());
         record.extend_from_slice(&digest_bytes(digest));
         record.extend_from_slice(bytes);
-        let segments = self.clone();
-        let (segment, at) = blocking(move || {
-            let (segment, at) = segments.reserve(record.len() as u64)?;
+        let write = |segment: &OpenSegment, at: u64, record: &[u8]| {
             segment
                 .file
-                .write_all_at(&record, at)
-                .map_err(|e| VolumeError::io("writing a packed blob", e))?;
-            Ok((segment, at))
-        })
-        .await?;
+                .write_all_at(record, at)
+                .map_err(|e| VolumeError::io("writing a packed blob", e))
+        };
+        let (segment, at) = match self.reserve_in_open(record.len() as u64) {
+            // Room in the open segment: at most 64 KiB into the page cache,
+            // on this thread (a round trip to a blocking thread costs more).
+            Some((segment, at)) => {
+                write(&segment, at, &record)?;
+                (segment, at)
+            }
+            // A new segment: made, and its name fsynced, on a blocking thread.
+            None => {
+                let segments = self.clone();
+                blocking(move || {
+                    let (segment, at) = segments.reserve(record.len() as u64)?;
+                    write(&segment, at, &record)?;
+                    Ok((segment, at))
+                })
+                .await?
+            }
+        };
         segment.sync.durable(&segment).await?;
         let packed = Packed {
             segment: segment.id,
@@ -179,15 +193,8 @@ impl Segments {
     /// after that failure can no longer be trusted to reach the disk).
     fn reserve(&self, len: u64) -> Result<(Arc<OpenSegment>, u64), VolumeError> {
         let mut open = self.open.lock().expect("segments lock");
-        if let Some(segment) = &open.segment
-            && !segment.sync.failed.load(Ordering::SeqCst)
-        {
-            let mut end = segment.end.lock().expect("segment end");
-            if *end == 0 || *end + len <= SEGMENT_TARGET {
-                let at = *end;
-                *end += len;
-                return Ok((segment.clone(), at));
-            }
+        if let Some(room) = Self::room_in(&open, len) {
+            return Ok(room);
         }
         // Another process on the same store may have taken the number.
         let (id, file) = loop {
@@ -216,6 +223,24 @@ impl Segments {
             self.rolled.notify_one();
         }
         Ok((segment, 0))
+    }
+
+    /// Room for `len` bytes in the open segment, if it has it (no I/O).
+    fn reserve_in_open(&self, len: u64) -> Option<(Arc<OpenSegment>, u64)> {
+        Self::room_in(&self.open.lock().expect("segments lock"), len)
+    }
+
+    fn room_in(open: &Appending, len: u64) -> Option<(Arc<OpenSegment>, u64)> {
+        let segment = open.segment.as_ref()?;
+        if segment.sync.failed.load(Ordering::SeqCst) {
+            return None;
+        }
+        let mut end = segment.end.lock().expect("segment end");
+        (*end == 0 || *end + len <= SEGMENT_TARGET).then(|| {
+            let at = *end;
+            *end += len;
+            (segment.clone(), at)
+        })
     }
 
     /// Returns once a segment has been closed for a new one (since the
@@ -389,7 +414,7 @@ fn sync_dir(dir: &Path) -> Result<(), VolumeError> {
 /// (group commit): a writer takes a ticket once its bytes are written;
 /// when no sync runs, it starts one that covers every ticket taken so far,
 /// else it waits for the running one to end and looks again. The sync runs
-/// in a task of its own, so a writer that gives up cannot leave it
+/// on a blocking thread of its own, so a writer that gives up cannot leave it
 /// half-way. A failed sync fails every writer it covered and marks the
 /// segment failed: no later sync of it is believed (after a failed
 /// `fsync` Linux may report the next one clean with the bytes lost).
@@ -435,11 +460,10 @@ impl GroupSync {
                     state.running = true;
                     let target = state.written;
                     let segment = segment.clone();
-                    tokio::spawn(async move {
-                        let file = segment.clone();
-                        let synced = tokio::task::spawn_blocking(move || file.file.sync_data())
-                            .await
-                            .unwrap_or_else(|e| Err(io::Error::other(e)));
+                    // On a blocking thread, which also tells the writers:
+                    // it runs to its end whoever gives up.
+                    drop(tokio::task::spawn_blocking(move || {
+                        let synced = segment.file.sync_data();
                         let sync = &segment.sync;
                         let mut state = sync.state.lock().expect("sync state");
                         state.running = false;
@@ -452,7 +476,7 @@ impl GroupSync {
                         }
                         drop(state);
                         sync.done.notify_waiters();
-                    });
+                    }));
                 }
             }
             notified.await;
