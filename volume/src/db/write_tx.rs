@@ -327,16 +327,25 @@ impl Group {
                 let waited = tokio::task::spawn_blocking(move || {
                     let begun = conn
                         .busy_timeout(BUSY_WAIT)
-                        .and_then(|()| conn.execute_batch("BEGIN IMMEDIATE"))
-                        .and_then(|()| conn.busy_timeout(Duration::ZERO));
-                    (conn, begun)
+                        .and_then(|()| conn.execute_batch("BEGIN IMMEDIATE"));
+                    // Back to not waiting, whatever happened: a connection
+                    // kept waiting would hold a runtime thread next time
+                    // (one that cannot be reset is closed).
+                    match (begun, conn.busy_timeout(Duration::ZERO)) {
+                        (Ok(()), Ok(())) => Ok(conn),
+                        (Err(error), Ok(())) => Err((Some(conn), error)),
+                        (_, Err(error)) => Err((None, error)),
+                    }
                 });
-                let (conn, begun) = waited.await.map_err(lost)?;
-                if let Err(error) = begun {
-                    writers.keep(conn);
-                    return Err(writer::error(error).into());
+                match waited.await.map_err(lost)? {
+                    Ok(conn) => conn,
+                    Err((conn, error)) => {
+                        if let Some(conn) = conn {
+                            writers.keep(conn);
+                        }
+                        return Err(writer::error(error).into());
+                    }
                 }
-                conn
             }
             Err(error) => {
                 writers.keep(conn);
