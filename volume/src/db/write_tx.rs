@@ -310,6 +310,13 @@ impl std::ops::DerefMut for WriteTx {
     }
 }
 
+/// How a `BEGIN` that waited for another connection's lock ended: begun,
+/// or failed (with the connection, unless it could not be trusted again).
+enum Waited {
+    Begun(Connection),
+    Failed(Option<Connection>, rusqlite::Error),
+}
+
 /// Run `sql` (no rows, no arguments) on the writer connection.
 fn run(conn: &Connection, sql: &str) -> Result<(), VolumeError> {
     Ok(conn.execute_batch(sql).map_err(writer::error)?)
@@ -332,14 +339,14 @@ impl Group {
                     // kept waiting would hold a runtime thread next time
                     // (one that cannot be reset is closed).
                     match (begun, conn.busy_timeout(Duration::ZERO)) {
-                        (Ok(()), Ok(())) => Ok(conn),
-                        (Err(error), Ok(())) => Err((Some(conn), error)),
-                        (_, Err(error)) => Err((None, error)),
+                        (Ok(()), Ok(())) => Waited::Begun(conn),
+                        (Err(error), Ok(())) => Waited::Failed(Some(conn), error),
+                        (_, Err(error)) => Waited::Failed(None, error),
                     }
                 });
                 match waited.await.map_err(lost)? {
-                    Ok(conn) => conn,
-                    Err((conn, error)) => {
+                    Waited::Begun(conn) => conn,
+                    Waited::Failed(conn, error) => {
                         if let Some(conn) = conn {
                             writers.keep(conn);
                         }
