@@ -17,12 +17,6 @@ pub(crate) enum Conn {
     Writer(rusqlite::Connection),
 }
 
-impl From<PoolConnection<Any>> for Conn {
-    fn from(conn: PoolConnection<Any>) -> Self {
-        Self::Pooled(conn)
-    }
-}
-
 /// What one statement runs on.
 pub(crate) enum On<'c> {
     Pool(&'c AnyPool),
