@@ -308,8 +308,11 @@ impl LocalBlobs {
             };
             return Ok(Some(BlobReader::in_memory(content.into(), size)));
         }
-        // Opened and measured in one trip: past the content is its outboard.
-        blocking(move || match File::open(&path) {
+        // Opened and measured on the caller's thread too (a name and an
+        // inode the kernel holds, most often): past the content is its
+        // outboard. Its reads take the blocking pool only for what the page
+        // cache does not hold (`shared::read_at`).
+        match File::open(&path) {
             Ok(file) => {
                 let stored = file
                     .metadata()
@@ -319,8 +322,7 @@ impl LocalBlobs {
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(VolumeError::io("reading a blob", e)),
-        })
-        .await
+        }
     }
 
     pub(crate) async fn remove(&self, digest: &Digest) -> Result<(), VolumeError> {

@@ -16,7 +16,7 @@ use futures_util::stream::BoxStream;
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore};
 
-use super::shared::blocking;
+use super::shared::read_at;
 use crate::error::VolumeError;
 
 enum Source {
@@ -152,24 +152,24 @@ impl BlobReader {
         match &self.source {
             Source::Memory(_) => Ok(Vec::new()),
             Source::File(file) => {
-                let file = file.clone();
-                blocking(move || {
-                    let total: u64 = ranges.iter().map(|range| range.end - range.start).sum();
-                    let mut out = vec![0; usize::try_from(total).unwrap_or(0)];
-                    let mut at = 0;
-                    for range in ranges {
-                        let len = (range.end - range.start) as usize;
-                        std::os::unix::fs::FileExt::read_exact_at(
-                            &*file,
-                            &mut out[at..at + len],
-                            range.start,
-                        )
-                        .map_err(|e| VolumeError::io("reading a blob's outboard", e))?;
-                        at += len;
+                let mut out = Vec::new();
+                for range in ranges {
+                    let len = usize::try_from(range.end - range.start).unwrap_or(0);
+                    let piece =
+                        read_at(file, vec![0; len], range.start, "reading a blob's outboard")
+                            .await?;
+                    if piece.len() < len {
+                        return Err(VolumeError::io(
+                            "reading a blob's outboard",
+                            std::io::Error::new(
+                                std::io::ErrorKind::UnexpectedEof,
+                                format!("the blob ends before byte {}", range.end),
+                            ),
+                        ));
                     }
-                    Ok(out)
-                })
-                .await
+                    out.extend_from_slice(&piece);
+                }
+                Ok(out)
             }
             Source::Object { store, key, .. } => {
                 let parts = store.get_ranges(key, &ranges).await?;
@@ -196,28 +196,7 @@ impl BlobReader {
                 let end = (start + want).min(content.len());
                 content[start..end].to_vec()
             }
-            Source::File(file) => {
-                let file = file.clone();
-                blocking(move || {
-                    let mut chunk = vec![0; want];
-                    let mut filled = 0;
-                    while filled < want {
-                        let n = std::os::unix::fs::FileExt::read_at(
-                            &*file,
-                            &mut chunk[filled..],
-                            position + filled as u64,
-                        )
-                        .map_err(|e| VolumeError::io("reading a blob", e))?;
-                        if n == 0 {
-                            break;
-                        }
-                        filled += n;
-                    }
-                    chunk.truncate(filled);
-                    Ok(chunk)
-                })
-                .await?
-            }
+            Source::File(file) => read_at(file, vec![0; want], position, "reading a blob").await?,
             Source::Object {
                 store,
                 key,

@@ -1,6 +1,7 @@
 //! What the blob modules share, so none of them imports another for it:
 //! the size below which a blob is handled whole, a listed blob, and the
-//! trip to the blocking pool every file operation takes.
+//! trip to the blocking pool every file operation takes (and the positioned
+//! read that takes it only when the page cache cannot answer).
 
 use std::io;
 use std::time::SystemTime;
@@ -29,4 +30,69 @@ pub(crate) async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| VolumeError::io("blob I/O task", io::Error::other(e)))?
+}
+
+/// `buf.len()` bytes of `file` at `offset`, fewer only where the file ends.
+/// Read on the caller's thread while the page cache holds them (`preadv2`
+/// with `RWF_NOWAIT`, which answers `EAGAIN` rather than wait for the
+/// disk), the rest on the blocking pool: a cached read, the common case,
+/// costs no trip there and back (two thread switches per chunk), and a read
+/// that must reach the disk never holds a runtime worker.
+pub(crate) async fn read_at(
+    file: &std::sync::Arc<std::fs::File>,
+    mut buf: Vec<u8>,
+    offset: u64,
+    what: &'static str,
+) -> Result<Vec<u8>, VolumeError> {
+    let filled = read_cached(file, &mut buf, offset);
+    if filled == buf.len() {
+        return Ok(buf);
+    }
+    let file = file.clone();
+    blocking(move || {
+        let mut filled = filled;
+        while filled < buf.len() {
+            let n = std::os::unix::fs::FileExt::read_at(
+                &*file,
+                &mut buf[filled..],
+                offset + filled as u64,
+            )
+            .map_err(|e| VolumeError::io(what, e))?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        buf.truncate(filled);
+        Ok(buf)
+    })
+    .await
+}
+
+/// How many of `buf`'s bytes the page cache gave without waiting; `buf.len()`
+/// also when the file ended first (then `buf` is cut to what it holds).
+/// Anything short of that (not cached, a filesystem without `RWF_NOWAIT`,
+/// an error) is left to the blocking read, which reports errors.
+#[cfg(target_os = "linux")]
+fn read_cached(file: &std::fs::File, buf: &mut Vec<u8>, offset: u64) -> usize {
+    use rustix::io::{ReadWriteFlags, preadv2};
+    let mut filled = 0;
+    while filled < buf.len() {
+        let mut slices = [io::IoSliceMut::new(&mut buf[filled..])];
+        match preadv2(file, &mut slices, offset + filled as u64, ReadWriteFlags::NOWAIT) {
+            Ok(0) => {
+                buf.truncate(filled);
+                return filled;
+            }
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => break,
+        }
+    }
+    filled
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_cached(_: &std::fs::File, _: &mut Vec<u8>, _: u64) -> usize {
+    0
 }
