@@ -16,7 +16,9 @@
 //! tree was kept gets its outboard then, computed as it is verified and
 //! handed to the host to keep, so its later reads stream.
 
-use crate::tree::{GROUP, Node, Shape, TreeWriter, group_value};
+use blake3::hazmat::HasherExt as _;
+
+use crate::tree::{GROUP, Node, Shape, TreeWriter, group_hasher};
 use crate::types::{BodyError, FetchBody, FetchRequest, Fetched, FileMeta, HandlerError};
 use crate::{CHUNK, Host, range, sha256_hex};
 
@@ -35,12 +37,33 @@ impl<C> Default for Handler<C> {
 
 #[derive(Debug)]
 struct Prepared<C> {
-    /// Verified bytes; `buffer[from..to]` are to be sent first.
-    buffer: Vec<u8>,
-    from: usize,
-    to: usize,
+    /// Verified bytes, to be sent first.
+    batch: Batch,
     /// The groups after those, to verify and send.
     rest: Option<Stream<C>>,
+}
+
+/// Verified bytes as the host handed them over, chunk by chunk (kept as
+/// they came, not copied into one buffer); bytes `from..to` of them, counted
+/// across the chunks, are to be sent.
+#[derive(Debug, Default)]
+struct Batch {
+    chunks: Vec<Vec<u8>>,
+    from: usize,
+    to: usize,
+}
+
+impl Batch {
+    /// The bytes to send, a slice of one chunk at a time.
+    fn to_send(&self) -> impl Iterator<Item = &[u8]> {
+        let mut start = 0;
+        self.chunks.iter().filter_map(move |chunk| {
+            let (first, end) = (start, start + chunk.len());
+            start = end;
+            let (from, to) = (self.from.max(first), self.to.min(end));
+            (from < to).then(|| &chunk[from - first..to - first])
+        })
+    }
 }
 
 /// Why a batch could not be served.
@@ -142,9 +165,11 @@ impl<C> Handler<C> {
             let whole = whole.map(|(whole, _)| whole);
             let whole = whole?;
             self.prepared = Some(Prepared {
-                buffer: whole,
-                from: to_index(first),
-                to: to_index(end),
+                batch: Batch {
+                    chunks: vec![whole],
+                    from: to_index(first),
+                    to: to_index(end),
+                },
                 rest: None,
             });
             return Ok(Fetched { meta, body });
@@ -163,18 +188,16 @@ impl<C> Handler<C> {
             batch: window / GROUP,
             header_unchecked: true,
         };
-        let mut buffer = Vec::new();
-        match stream.next_batch(host, &mut buffer).await {
-            Ok(Some((from, to))) => {
+        let mut batch = Batch::default();
+        match stream.next_batch(host, &mut batch).await {
+            Ok(true) => {
                 self.prepared = Some(Prepared {
-                    buffer,
-                    from,
-                    to,
+                    batch,
                     rest: Some(stream),
                 });
                 Ok(Fetched { meta, body })
             }
-            Ok(None) => {
+            Ok(false) => {
                 host.close_content(stream.content).await;
                 Ok(Fetched { meta, body })
             }
@@ -199,22 +222,17 @@ impl<C> Handler<C> {
         let Some(prepared) = self.prepared.take() else {
             return Ok(());
         };
-        let Prepared {
-            mut buffer,
-            from,
-            to,
-            rest,
-        } = prepared;
-        let sent = send(host, out, &buffer[from..to]).await;
+        let Prepared { mut batch, rest } = prepared;
+        let sent = send(host, out, &batch).await;
         let Some(mut stream) = rest else {
             return sent;
         };
         let streamed = async {
             sent?;
             loop {
-                match stream.next_batch(host, &mut buffer).await {
-                    Ok(Some((from, to))) => send(host, out, &buffer[from..to]).await?,
-                    Ok(None) => return Ok(()),
+                match stream.next_batch(host, &mut batch).await {
+                    Ok(true) => send(host, out, &batch).await?,
+                    Ok(false) => return Ok(()),
                     Err(Failure::Body(error)) => return Err(error),
                     Err(Failure::Integrity(why)) => return Err(BodyError::Corrupt(why)),
                 }
@@ -233,24 +251,26 @@ impl<C> Handler<C> {
     }
 }
 
-async fn send<H: Host>(host: &mut H, out: &H::Response, bytes: &[u8]) -> Result<(), BodyError> {
-    for chunk in bytes.chunks(to_index(CHUNK.into())) {
-        host.write(out, chunk).await?;
+async fn send<H: Host>(host: &mut H, out: &H::Response, batch: &Batch) -> Result<(), BodyError> {
+    for bytes in batch.to_send() {
+        for chunk in bytes.chunks(to_index(CHUNK.into())) {
+            host.write(out, chunk).await?;
+        }
     }
     Ok(())
 }
 
 impl<C> Stream<C> {
-    /// Read and verify the next batch of groups into `buffer`; the part of
-    /// it to send is `buffer[from..to]`. `None` once the range is sent.
+    /// Read and verify the next batch of groups into `batch`; `false` once
+    /// the range is sent.
     async fn next_batch<H: Host<Content = C>>(
         &mut self,
         host: &mut H,
-        buffer: &mut Vec<u8>,
-    ) -> Result<Option<(usize, usize)>, Failure> {
+        batch: &mut Batch,
+    ) -> Result<bool, Failure> {
         let last_group = (self.end - 1) / GROUP;
         if self.end == self.first || self.next > last_group {
-            return Ok(None);
+            return Ok(false);
         }
         let span = self.next..(last_group + 1).min(self.next + self.batch);
         let leaves = self.prove(host, span.clone()).await?;
@@ -260,13 +280,11 @@ impl<C> Stream<C> {
         host.seek_content(&self.content, start)
             .await
             .map_err(Failure::Body)?;
-        buffer.clear();
+        batch.chunks.clear();
         let wanted = to_index(stop - start);
-        if buffer.capacity() < wanted {
-            buffer.reserve_exact(wanted);
-        }
-        while buffer.len() < wanted {
-            let ask = (wanted - buffer.len()).min(to_index(CHUNK.into()));
+        let mut read = 0;
+        while read < wanted {
+            let ask = (wanted - read).min(to_index(CHUNK.into()));
             let chunk = host
                 .read_content(&self.content, u32::try_from(ask).unwrap_or(CHUNK))
                 .await
@@ -275,29 +293,25 @@ impl<C> Stream<C> {
                 return Err(Failure::Integrity(format!(
                     "{}: stored content ends at {} bytes, the index says {}",
                     self.path,
-                    start + buffer.len() as u64,
+                    start + read as u64,
                     self.size
                 )));
             }
-            buffer.extend_from_slice(&chunk);
+            read += chunk.len();
+            batch.chunks.push(chunk);
         }
-        for (group, (bytes, leaf)) in span
-            .clone()
-            .zip(buffer.chunks(to_index(GROUP)).zip(&leaves))
-        {
-            if group_value(group, bytes) != *leaf {
-                let at = group * GROUP;
-                return Err(Failure::Integrity(format!(
-                    "{}: bytes {at}..{} do not match the BLAKE3 tree recorded for them",
-                    self.path,
-                    at + bytes.len() as u64
-                )));
-            }
+        if let Some(group) = first_unlike(span.clone(), stop, &batch.chunks, &leaves) {
+            let at = group * GROUP;
+            return Err(Failure::Integrity(format!(
+                "{}: bytes {at}..{} do not match the BLAKE3 tree recorded for them",
+                self.path,
+                (at + GROUP).min(stop)
+            )));
         }
         self.next = span.end;
-        let from = self.first.max(start) - start;
-        let to = self.end.min(stop) - start;
-        Ok(Some((to_index(from), to_index(to))))
+        batch.from = to_index(self.first.max(start) - start);
+        batch.to = to_index(self.end.min(stop) - start);
+        Ok(true)
     }
 
     /// The leaves of groups `span`, proved against the recorded root.
@@ -365,6 +379,41 @@ impl<C> Stream<C> {
     }
 }
 
+/// The first group of `span` (whose bytes end at `stop`, and are `chunks`
+/// one after another, cut wherever the host cut them) whose bytes do not
+/// hash to its leaf; `None` when all do.
+fn first_unlike(
+    span: std::ops::Range<u64>,
+    stop: u64,
+    chunks: &[Vec<u8>],
+    leaves: &[[u8; 32]],
+) -> Option<u64> {
+    let mut pieces = chunks.iter().map(Vec::as_slice);
+    let mut current: &[u8] = &[];
+    for (group, leaf) in span.zip(leaves) {
+        let mut hasher = group_hasher(group);
+        let mut need = to_index((GROUP * (group + 1)).min(stop) - GROUP * group);
+        while need > 0 {
+            if current.is_empty() {
+                match pieces.next() {
+                    Some(piece) => current = piece,
+                    // Fewer bytes than the groups span: not theirs.
+                    None => return Some(group),
+                }
+                continue;
+            }
+            let take = need.min(current.len());
+            hasher.update(&current[..take]);
+            current = &current[take..];
+            need -= take;
+        }
+        if hasher.finalize_non_root() != *leaf {
+            return Some(group);
+        }
+    }
+    None
+}
+
 fn is_leaf_in(node: &Node, span: &std::ops::Range<u64>) -> bool {
     node.level == 0 && span.contains(&node.index)
 }
@@ -398,7 +447,7 @@ async fn read_whole<H: Host>(
     meta: &FileMeta,
     content: &H::Content,
 ) -> Result<(Vec<u8>, Option<Vec<u8>>), HandlerError> {
-    let mut whole = Vec::with_capacity(to_index(meta.size));
+    let mut whole: Vec<u8> = Vec::new();
     loop {
         let chunk = host
             .read_content(content, CHUNK)
@@ -407,7 +456,13 @@ async fn read_whole<H: Host>(
         if chunk.is_empty() {
             break;
         }
-        whole.extend_from_slice(&chunk);
+        if whole.is_empty() {
+            // Most often the whole content: kept as the host gave it.
+            whole = chunk;
+            whole.reserve(to_index(meta.size).saturating_sub(whole.len()));
+        } else {
+            whole.extend_from_slice(&chunk);
+        }
     }
     let shape = Shape::of(meta.size);
     if shape.has_outboard()
@@ -481,6 +536,48 @@ mod tests {
         assert!(verify_whole(&meta(content, None), corrupt).is_err());
         let wrong = Some(blake3::hash(b"other").to_hex().to_string());
         assert!(verify_whole(&meta(content, wrong), content).is_err());
+    }
+
+    #[test]
+    fn groups_are_checked_across_wherever_the_chunks_were_cut() {
+        let content: Vec<u8> = (0..3 * GROUP + 100).map(|i| (i % 251) as u8).collect();
+        let stop = content.len() as u64;
+        let leaves: Vec<[u8; 32]> = content
+            .chunks(to_index(GROUP))
+            .enumerate()
+            .map(|(index, group)| crate::tree::group_value(index as u64, group))
+            .collect();
+        let cut = |at: &[usize]| {
+            let mut chunks = Vec::new();
+            let mut from = 0;
+            for &to in at.iter().chain([content.len()].iter()) {
+                chunks.push(content[from..to].to_vec());
+                from = to;
+            }
+            chunks
+        };
+        for cuts in [vec![], vec![1], vec![65536, 131072], vec![70000, 70001, 190000]] {
+            assert_eq!(first_unlike(0..4, stop, &cut(&cuts), &leaves), None);
+        }
+        let mut damaged = cut(&[70000]);
+        damaged[1][100] ^= 1;
+        assert_eq!(first_unlike(0..4, stop, &damaged, &leaves), Some(1));
+        let short = vec![content[..(2 * GROUP) as usize].to_vec()];
+        assert_eq!(first_unlike(0..4, stop, &short, &leaves), Some(2));
+        // A batch from group 2 on.
+        let tail = vec![content[(2 * GROUP) as usize..].to_vec()];
+        assert_eq!(first_unlike(2..4, stop, &tail, &leaves[2..]), None);
+    }
+
+    #[test]
+    fn only_the_range_of_a_batch_is_sent() {
+        let batch = Batch {
+            chunks: vec![vec![1, 2, 3], vec![], vec![4, 5], vec![6, 7, 8]],
+            from: 2,
+            to: 7,
+        };
+        let sent: Vec<&[u8]> = batch.to_send().collect();
+        assert_eq!(sent, vec![&[3][..], &[4, 5][..], &[6, 7][..]]);
     }
 
     #[test]

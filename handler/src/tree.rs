@@ -179,10 +179,17 @@ impl Shape {
 /// The chaining value of group `index`, whose bytes are `data`, in content
 /// of more than one group.
 pub fn group_value(index: u64, data: &[u8]) -> ChainingValue {
-    let mut hasher = blake3::Hasher::new();
-    hasher.set_input_offset(index * GROUP);
+    let mut hasher = group_hasher(index);
     hasher.update(data);
     hasher.finalize_non_root()
+}
+
+/// A hasher for group `index`'s bytes, fed in any pieces; its
+/// `finalize_non_root` is [`group_value`].
+pub fn group_hasher(index: u64) -> blake3::Hasher {
+    let mut hasher = blake3::Hasher::new();
+    hasher.set_input_offset(index * GROUP);
+    hasher
 }
 
 /// Hashes content as it streams past, writing its outboard as nodes
