@@ -289,7 +289,8 @@ def print_table(table, args, names):
     native = "native" in names
     baseline = "baseline" in names
     head = ("| request | c | gateway req/s | nginx req/s | SeaweedFS filer req/s | gateway / nginx "
-            "| gateway / SeaweedFS |" + (" native req/s | wasm / native |" if native else ""))
+            "| gateway / SeaweedFS |" + (" native req/s | wasm / native |" if native else "")
+            + (" baseline req/s | gateway / baseline |" if baseline else ""))
     head += "".join(f" {LABELS[server]} p50 / p99 ms |" for server in names)
     head += f" failed {' / '.join(names)} |"
     print(head)

@@ -49,24 +49,29 @@ pub(crate) async fn read_at(
         return Ok(buf);
     }
     let file = file.clone();
-    blocking(move || {
-        let mut filled = filled;
-        while filled < buf.len() {
-            let n = std::os::unix::fs::FileExt::read_at(
-                &*file,
-                &mut buf[filled..],
-                offset + filled as u64,
-            )
-            .map_err(|e| VolumeError::io(what, e))?;
-            if n == 0 {
-                break;
-            }
-            filled += n;
+    blocking(move || read_rest(&file, buf, offset, filled, what)).await
+}
+
+/// `buf` with its bytes from `filled` on read (it holds those before), cut
+/// where the file ends: a blocking read.
+fn read_rest(
+    file: &std::fs::File,
+    mut buf: Vec<u8>,
+    offset: u64,
+    mut filled: usize,
+    what: &'static str,
+) -> Result<Vec<u8>, VolumeError> {
+    while filled < buf.len() {
+        let n =
+            std::os::unix::fs::FileExt::read_at(file, &mut buf[filled..], offset + filled as u64)
+                .map_err(|e| VolumeError::io(what, e))?;
+        if n == 0 {
+            break;
         }
-        buf.truncate(filled);
-        Ok(buf)
-    })
-    .await
+        filled += n;
+    }
+    buf.truncate(filled);
+    Ok(buf)
 }
 
 /// How many of `buf`'s bytes the page cache gave without waiting; `buf.len()`
@@ -79,7 +84,12 @@ fn read_cached(file: &std::fs::File, buf: &mut Vec<u8>, offset: u64) -> usize {
     let mut filled = 0;
     while filled < buf.len() {
         let mut slices = [io::IoSliceMut::new(&mut buf[filled..])];
-        match preadv2(file, &mut slices, offset + filled as u64, ReadWriteFlags::NOWAIT) {
+        match preadv2(
+            file,
+            &mut slices,
+            offset + filled as u64,
+            ReadWriteFlags::NOWAIT,
+        ) {
             Ok(0) => {
                 buf.truncate(filled);
                 return filled;
@@ -95,4 +105,52 @@ fn read_cached(file: &std::fs::File, buf: &mut Vec<u8>, offset: u64) -> usize {
 #[cfg(not(target_os = "linux"))]
 fn read_cached(_: &std::fs::File, _: &mut Vec<u8>, _: u64) -> usize {
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn file_of(content: &[u8]) -> (tempfile::NamedTempFile, Arc<std::fs::File>) {
+        let mut file = tempfile::NamedTempFile::new().expect("temp file");
+        file.write_all(content).expect("write");
+        let read = Arc::new(std::fs::File::open(file.path()).expect("open"));
+        (file, read)
+    }
+
+    #[tokio::test]
+    async fn a_positioned_read_gives_its_bytes_and_stops_where_the_file_ends() {
+        let content: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+        let (_keep, file) = file_of(&content);
+        for (offset, len) in [
+            (0, 300_000),
+            (1, 262_144),
+            (299_990, 5),
+            (299_990, 64),
+            (300_000, 8),
+            (0, 0),
+        ] {
+            let got = read_at(&file, vec![0; len], offset as u64, "reading")
+                .await
+                .expect("read");
+            let end = (offset + len).min(content.len());
+            assert_eq!(got, content[offset.min(end)..end], "{offset}+{len}");
+        }
+    }
+
+    #[test]
+    fn what_the_page_cache_did_not_give_is_read_by_the_blocking_read() {
+        let content: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let (_keep, file) = file_of(&content);
+        // As if the cache had given the first 4096 bytes (kept), then no more.
+        let mut buf = vec![7; 8000];
+        buf[..4096].copy_from_slice(&content[1000..5096]);
+        let got = read_rest(&file, buf, 1000, 4096, "reading").expect("read");
+        assert_eq!(got, content[1000..9000]);
+        let past_the_end = read_rest(&file, vec![0; 500], 9800, 0, "reading").expect("read");
+        assert_eq!(past_the_end, content[9800..]);
+    }
 }
