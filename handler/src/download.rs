@@ -556,7 +556,12 @@ mod tests {
             }
             chunks
         };
-        for cuts in [vec![], vec![1], vec![65536, 131072], vec![70000, 70001, 190000]] {
+        for cuts in [
+            vec![],
+            vec![1],
+            vec![65536, 131072],
+            vec![70000, 70001, 190000],
+        ] {
             assert_eq!(first_unlike(0..4, stop, &cut(&cuts), &leaves), None);
         }
         let mut damaged = cut(&[70000]);
