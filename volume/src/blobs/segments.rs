@@ -26,7 +26,7 @@ use std::time::SystemTime;
 
 use tokio::sync::Notify;
 
-use super::shared::{SMALL_BLOB, blocking};
+use super::shared::{SMALL_BLOB, blocking, read_rest};
 use crate::error::VolumeError;
 use crate::types::Digest;
 
@@ -290,20 +290,10 @@ impl Segments {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(VolumeError::io("reading a packed blob", e)),
         };
-        let mut bytes = vec![0; usize::try_from(packed.len).unwrap_or(0)];
+        let bytes = vec![0; usize::try_from(packed.len).unwrap_or(0)];
         let offset = u64::try_from(packed.offset).unwrap_or(0);
-        let mut filled = 0;
-        while filled < bytes.len() {
-            match file.read_at(&mut bytes[filled..], offset + filled as u64) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(VolumeError::io("reading a packed blob", e)),
-            }
-        }
         // A record cut short reads short: the reader's verification fails it.
-        bytes.truncate(filled);
-        Ok(Some(bytes))
+        read_rest(&file, bytes, offset, 0, "reading a packed blob").map(Some)
     }
 
     /// A record's blob, checked against its header (the magic, the length

@@ -53,8 +53,8 @@ pub(crate) async fn read_at(
 }
 
 /// `buf` with its bytes from `filled` on read (it holds those before), cut
-/// where the file ends: a blocking read.
-fn read_rest(
+/// where the file ends: a blocking read, on the caller's thread.
+pub(crate) fn read_rest(
     file: &std::fs::File,
     mut buf: Vec<u8>,
     offset: u64,
@@ -62,13 +62,13 @@ fn read_rest(
     what: &'static str,
 ) -> Result<Vec<u8>, VolumeError> {
     while filled < buf.len() {
-        let n =
-            std::os::unix::fs::FileExt::read_at(file, &mut buf[filled..], offset + filled as u64)
-                .map_err(|e| VolumeError::io(what, e))?;
-        if n == 0 {
-            break;
+        match std::os::unix::fs::FileExt::read_at(file, &mut buf[filled..], offset + filled as u64)
+        {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(VolumeError::io(what, e)),
         }
-        filled += n;
     }
     buf.truncate(filled);
     Ok(buf)
