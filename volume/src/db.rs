@@ -20,6 +20,7 @@ use crate::path::Prefix;
 use crate::types::Owner;
 
 mod conn;
+mod durable_first;
 pub(crate) mod owned;
 mod reader;
 pub(crate) mod sql;
@@ -27,6 +28,7 @@ mod write_tx;
 mod writer;
 
 pub(crate) use conn::{Conn, On};
+pub(crate) use durable_first::MustBeDurable;
 pub(crate) use reader::SyncReader;
 pub(crate) use write_tx::WriteTx;
 use write_tx::Writers;

@@ -79,6 +79,7 @@ mod versioning;
 mod versions;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use crate::accounts::Accounts;
@@ -243,6 +244,8 @@ impl Volume {
         .await?;
         // Once written: where, if packed (see `packing`).
         let mut written: Option<Option<blobs::Packed>> = None;
+        // A packed record, until the transaction naming it commits.
+        let mut unsynced: Option<Arc<blobs::RecordSync>> = None;
         let mut waited = Duration::ZERO;
         loop {
             match ledger::peek(self.db(), digest).await? {
@@ -256,11 +259,17 @@ impl Volume {
                     continue;
                 }
                 None if written.is_none() => {
-                    written = Some(self.write_blob(digest, &mut staged).await?);
+                    let write = self.write_blob(digest, &mut staged).await?;
+                    let (packed, sync) = write.unzip();
+                    written = Some(packed);
+                    unsynced = sync.map(Arc::new);
                 }
                 _ => {}
             }
             let mut tx = self.db().begin_write().await?;
+            if let Some(sync) = &unsynced {
+                tx.durable_first(sync.clone());
+            }
             // A blob just written is claimed at once (a statement fewer per
             // new blob); what is there is looked at only if that fails.
             // Until this transaction ends no removal can start (a release

@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::OptionalExtension as _;
 
 use crate::Volume;
-use crate::blobs::{Packed, SEGMENT_TARGET, Segments, Staged, StagedBlob};
+use crate::blobs::{Packed, RecordSync, SEGMENT_TARGET, Segments, Staged, StagedBlob};
 use crate::db::{Database, WriteTx, sql};
 use crate::error::VolumeError;
 use crate::types::{Digest, now_ms};
@@ -166,20 +166,22 @@ impl Volume {
     }
 
     /// Write `staged` as blob `digest`: packed into a segment when the
-    /// store packs blobs this small (returned: the row records where),
-    /// else a blob of its own. Durable when this returns.
+    /// store packs blobs this small (returned: where, for the row, and
+    /// what makes the record durable, for the transaction that inserts the
+    /// row: [`WriteTx::durable_first`]), else a blob of its own, durable
+    /// when this returns.
     pub(crate) async fn write_blob(
         &self,
         digest: &Digest,
         staged: &mut StagedBlob,
-    ) -> Result<Option<Packed>, VolumeError> {
+    ) -> Result<Option<(Packed, RecordSync)>, VolumeError> {
         if let Some(segments) = self.blobs.segments()
             && self.pack_small_blobs
             && crate::blobs::packs(staged.content_len() + staged.outboard_len())
             && let Staged::Memory { bytes, .. } = staged.staged().await?
         {
             // Copied once, into the record with its header.
-            return segments.append(digest, bytes).await.map(Some);
+            return segments.append_unsynced(digest, bytes).await.map(Some);
         }
         self.blobs.write(digest, staged).await.map(|()| None)
     }

@@ -15,6 +15,7 @@
 
 mod local;
 mod object;
+mod open_segment;
 mod reader;
 mod segments;
 mod shared;
@@ -25,6 +26,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 pub use self::object::S3Settings;
+pub(crate) use self::open_segment::RecordSync;
 pub use self::reader::BlobReader;
 pub(crate) use self::segments::HEADER as RECORD_HEADER;
 pub(crate) use self::segments::{Packed, SEGMENT_TARGET, Segments, packs};

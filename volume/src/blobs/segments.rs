@@ -20,12 +20,12 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use tokio::sync::Notify;
 
+use super::open_segment::{OpenSegment, RecordSync};
 use super::shared::{SMALL_BLOB, blocking, read_rest};
 use crate::error::VolumeError;
 use crate::types::Digest;
@@ -90,16 +90,6 @@ struct Appending {
     next_id: i64,
 }
 
-/// A segment being appended to.
-#[derive(Debug)]
-struct OpenSegment {
-    id: i64,
-    file: File,
-    /// Bytes reserved so far: where the next record goes.
-    end: Mutex<u64>,
-    sync: GroupSync,
-}
-
 impl Segments {
     /// The segments under `root`; new ones are numbered after every one
     /// there and every one retired (`retired_max`), so none is reused.
@@ -143,6 +133,18 @@ impl Segments {
         digest: &Digest,
         bytes: &[u8],
     ) -> Result<Packed, VolumeError> {
+        let (packed, sync) = self.append_unsynced(digest, bytes).await?;
+        sync.durable().await?;
+        Ok(packed)
+    }
+
+    /// [`Segments::append`], returning once the record is written (to the
+    /// page cache), with what makes it durable: no row may name it before.
+    pub(crate) async fn append_unsynced(
+        self: &Arc<Self>,
+        digest: &Digest,
+        bytes: &[u8],
+    ) -> Result<(Packed, RecordSync), VolumeError> {
         let len = u32::try_from(bytes.len()).map_err(|_| {
             VolumeError::io(
                 "packing a blob",
@@ -178,14 +180,14 @@ impl Segments {
                 .await?
             }
         };
-        segment.sync.durable(&segment).await?;
         let packed = Packed {
             segment: segment.id,
             offset: i64::try_from(at + HEADER).unwrap_or(i64::MAX),
             len: i64::from(len),
         };
+        // A hint for reads, which find the digest only in a committed row.
         self.seen(digest, packed);
-        Ok(packed)
+        Ok((packed, segment.written()))
     }
 
     /// Room for `len` bytes in the open segment, opening a new one when
@@ -213,12 +215,7 @@ impl Segments {
         };
         // Its name made durable once; its records by `fdatasync` after.
         sync_dir(&self.dir)?;
-        let segment = Arc::new(OpenSegment {
-            id,
-            file,
-            end: Mutex::new(len),
-            sync: GroupSync::default(),
-        });
+        let segment = Arc::new(OpenSegment::new(id, file, len));
         if open.segment.replace(segment.clone()).is_some() {
             self.rolled.notify_one();
         }
@@ -232,7 +229,7 @@ impl Segments {
 
     fn room_in(open: &Appending, len: u64) -> Option<(Arc<OpenSegment>, u64)> {
         let segment = open.segment.as_ref()?;
-        if segment.sync.failed.load(Ordering::SeqCst) {
+        if segment.failed() {
             return None;
         }
         let mut end = segment.end.lock().expect("segment end");
@@ -398,78 +395,4 @@ fn sync_dir(dir: &Path) -> Result<(), VolumeError> {
     File::open(dir)
         .and_then(|dir| dir.sync_all())
         .map_err(|e| VolumeError::io("syncing the segment folder", e))
-}
-
-/// One `fdatasync` for every writer that has written before it began
-/// (group commit): a writer takes a ticket once its bytes are written;
-/// when no sync runs, it starts one that covers every ticket taken so far,
-/// else it waits for the running one to end and looks again. The sync runs
-/// on a blocking thread of its own, so a writer that gives up cannot leave it
-/// half-way. A failed sync fails every writer it covered and marks the
-/// segment failed: no later sync of it is believed (after a failed
-/// `fsync` Linux may report the next one clean with the bytes lost).
-#[derive(Debug, Default)]
-struct GroupSync {
-    state: Mutex<SyncState>,
-    done: Notify,
-    failed: AtomicBool,
-}
-
-#[derive(Debug, Default)]
-struct SyncState {
-    /// Tickets taken.
-    written: u64,
-    /// Every ticket up to this one is durable.
-    synced: u64,
-    running: bool,
-}
-
-impl GroupSync {
-    async fn durable(&self, segment: &Arc<OpenSegment>) -> Result<(), VolumeError> {
-        let ticket = {
-            let mut state = self.state.lock().expect("sync state");
-            state.written += 1;
-            state.written
-        };
-        loop {
-            let notified = self.done.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            {
-                let mut state = self.state.lock().expect("sync state");
-                if ticket <= state.synced {
-                    return Ok(());
-                }
-                if self.failed.load(Ordering::SeqCst) {
-                    return Err(VolumeError::io(
-                        "syncing a segment",
-                        io::Error::other("an earlier sync of this segment failed"),
-                    ));
-                }
-                if !state.running {
-                    state.running = true;
-                    let target = state.written;
-                    let segment = segment.clone();
-                    // On a blocking thread, which also tells the writers:
-                    // it runs to its end whoever gives up.
-                    drop(tokio::task::spawn_blocking(move || {
-                        let synced = segment.file.sync_data();
-                        let sync = &segment.sync;
-                        let mut state = sync.state.lock().expect("sync state");
-                        state.running = false;
-                        match synced {
-                            Ok(()) => state.synced = target,
-                            Err(error) => {
-                                tracing::error!(segment = segment.id, %error, "a segment's sync failed; it takes no more records");
-                                sync.failed.store(true, Ordering::SeqCst);
-                            }
-                        }
-                        drop(state);
-                        sync.done.notify_waiters();
-                    }));
-                }
-            }
-            notified.await;
-        }
-    }
 }

@@ -11,7 +11,9 @@
 //! that fails or is dropped undoes only its own writes; the one that began
 //! it needs none: undoing the whole transaction undoes its alone), and the
 //! last writer of a run (no other writer waiting for a turn, or the group
-//! full) commits the group once for all of them. [`WriteTx::commit`] returns
+//! full) commits the group once for all of them, after making durable, on
+//! the same blocking thread, what their rows name outside the index
+//! ([`WriteTx::durable_first`]). [`WriteTx::commit`] returns
 //! only once that commit is durable, so nothing is acknowledged before it
 //! is; a commit that fails fails every writer of the group, and a crash
 //! before it loses only writes none of them had been told were stored. A
@@ -32,6 +34,7 @@ use sqlx::AnyPool;
 use tokio::sync::{Mutex, OwnedMutexGuard, oneshot};
 
 use super::conn::Conn;
+use super::durable_first::{DurableFirst, MustBeDurable};
 use super::writer;
 use crate::error::VolumeError;
 
@@ -53,8 +56,8 @@ pub(crate) struct WriteTx(Kind);
 
 #[derive(Debug)]
 enum Kind {
-    /// Always [`Conn::Tx`].
-    Own(Conn),
+    /// Always [`Conn::Tx`], and what must be durable before it commits.
+    Own(Conn, DurableFirst),
     Grouped(Turn),
 }
 
@@ -177,6 +180,9 @@ struct Group {
     /// Always [`Conn::Writer`] (what a writer's statements run on).
     conn: Conn,
     members: Vec<oneshot::Sender<Result<(), Failure>>>,
+    /// What its writers' rows name outside the index: made durable just
+    /// before its `COMMIT`, on the same blocking thread.
+    first: DurableFirst,
 }
 
 /// Why a group's commit failed, as each of its writers is told.
@@ -254,7 +260,8 @@ impl WriteTx {
     pub(super) async fn own(pool: &AnyPool) -> Result<Self, VolumeError> {
         let pool = pool.clone();
         let begun = tokio::spawn(async move { pool.begin().await });
-        Ok(Self(Kind::Own(Conn::Tx(begun.await.map_err(lost)??))))
+        let tx = begun.await.map_err(lost)??;
+        Ok(Self(Kind::Own(Conn::Tx(tx), DurableFirst::default())))
     }
 
     /// Wait for this process's turn to write on SQLite, then join the open
@@ -272,19 +279,32 @@ impl WriteTx {
         Ok(Self(Kind::Grouped(turn)))
     }
 
+    /// `what` (written outside the index, named by this transaction's
+    /// rows) is made durable before the commit: on SQLite with the
+    /// group's, on the thread that commits it.
+    pub(crate) fn durable_first(&mut self, what: Arc<dyn MustBeDurable>) {
+        match &mut self.0 {
+            Kind::Own(_, first) => first.push(what),
+            Kind::Grouped(turn) => turn.live_mut().first.push(what),
+        }
+    }
+
     /// Commit: returns once the writes are durable.
     pub(crate) async fn commit(self) -> Result<(), VolumeError> {
         match self.0 {
-            Kind::Own(Conn::Tx(tx)) => Ok(tx.commit().await?),
-            Kind::Own(_) => unreachable!("a write transaction of its own is a transaction"),
+            Kind::Own(Conn::Tx(tx), first) => {
+                first.sync().await?;
+                Ok(tx.commit().await?)
+            }
+            Kind::Own(..) => unreachable!("a write transaction of its own is a transaction"),
             Kind::Grouped(turn) => turn.end(End::Keep).await,
         }
     }
 
     pub(crate) async fn rollback(self) -> Result<(), VolumeError> {
         match self.0 {
-            Kind::Own(Conn::Tx(tx)) => Ok(tx.rollback().await?),
-            Kind::Own(_) => unreachable!("a write transaction of its own is a transaction"),
+            Kind::Own(Conn::Tx(tx), _) => Ok(tx.rollback().await?),
+            Kind::Own(..) => unreachable!("a write transaction of its own is a transaction"),
             Kind::Grouped(turn) => turn.end(End::Undo).await,
         }
     }
@@ -295,7 +315,7 @@ impl std::ops::Deref for WriteTx {
 
     fn deref(&self) -> &Conn {
         match &self.0 {
-            Kind::Own(conn) => conn,
+            Kind::Own(conn, _) => conn,
             Kind::Grouped(turn) => &turn.live().conn,
         }
     }
@@ -304,7 +324,7 @@ impl std::ops::Deref for WriteTx {
 impl std::ops::DerefMut for WriteTx {
     fn deref_mut(&mut self) -> &mut Conn {
         match &mut self.0 {
-            Kind::Own(conn) => conn,
+            Kind::Own(conn, _) => conn,
             Kind::Grouped(turn) => &mut turn.live_mut().conn,
         }
     }
@@ -362,6 +382,7 @@ impl Group {
         Ok(Self {
             conn: Conn::Writer(conn),
             members: Vec::new(),
+            first: DurableFirst::default(),
         })
     }
 
@@ -379,19 +400,32 @@ impl Group {
         }
     }
 
-    /// Commit (the WAL's fsync: on a blocking thread), and tell every
-    /// writer of the group how it went. A connection a failed COMMIT left
+    /// Make durable what the group's rows name outside the index, then
+    /// commit (the WAL's fsync), in one trip to a blocking thread; and tell
+    /// every writer of the group how it went. If those bytes cannot be made
+    /// durable, the group is rolled back. A connection a failed COMMIT left
     /// in a transaction is closed, which rolls it back.
-    async fn commit(self, writers: &Writers) {
+    async fn commit(mut self, writers: &Writers) {
+        let first = std::mem::take(&mut self.first);
         let (conn, members) = self.into_writer();
         let committing = tokio::task::spawn_blocking(move || {
-            let committed = conn.execute_batch("COMMIT");
+            let committed = match first.sync_now() {
+                Ok(()) => conn
+                    .execute_batch("COMMIT")
+                    .map_err(|error| writer::error(error).into()),
+                Err(error) => {
+                    // Undone, so that no row names what is not durable
+                    // (one that will not roll back is closed by `keep`).
+                    let _ = conn.execute_batch("ROLLBACK");
+                    Err(error)
+                }
+            };
             (conn, committed)
         });
         let outcome = match committing.await {
             Ok((conn, committed)) => {
                 writers.keep(conn);
-                committed.map_err(|error| Failure::of(&writer::error(error).into()))
+                committed.map_err(|error| Failure::of(&error))
             }
             Err(error) => Err(Failure::of(&lost(error))),
         };

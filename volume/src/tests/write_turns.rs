@@ -1,9 +1,16 @@
 //! Write transactions on SQLite: group commit, each writer's part undone
-//! alone, and the writer connection waiting for another's write lock.
+//! alone, what the rows name outside the index synced first, and the
+//! writer connection waiting for another's write lock.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::db::{Database, DatabaseUrl, sql};
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
+
+use crate::db::{Database, DatabaseUrl, MustBeDurable, sql};
+use crate::error::VolumeError;
 
 /// The numbers in table `t`, as a connection of the pool reads them.
 async fn numbers(db: &Database) -> Vec<i64> {
@@ -159,4 +166,131 @@ async fn the_writer_connection_binds_by_name_and_reads_as_sqlx_does() {
         "{not_null:?}"
     );
     tx.rollback().await.unwrap();
+}
+
+/// Stands for a packed record that a writer's row names: when synced, it
+/// looks through a connection of its own whether that row is already
+/// committed (it must not be), and fails if told to.
+#[derive(Debug)]
+struct Record {
+    file: std::path::PathBuf,
+    n: i64,
+    fail: bool,
+    /// Times synced, and whether the row was visible at any of them.
+    synced: AtomicUsize,
+    row_seen_first: AtomicBool,
+}
+
+impl MustBeDurable for Record {
+    fn sync_now(&self) -> Result<(), VolumeError> {
+        let visible: i64 = rusqlite::Connection::open(&self.file)
+            .and_then(|other| {
+                other.query_row("SELECT count(*) FROM t WHERE n = ?1", [self.n], |row| {
+                    row.get(0)
+                })
+            })
+            .unwrap();
+        self.row_seen_first.fetch_or(visible > 0, Ordering::SeqCst);
+        self.synced.fetch_add(1, Ordering::SeqCst);
+        if self.fail {
+            return Err(VolumeError::io(
+                "syncing a record",
+                std::io::Error::other("the disk refused"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn sync(&self) -> BoxFuture<'_, Result<(), VolumeError>> {
+        async { self.sync_now() }.boxed()
+    }
+}
+
+/// What a writer's rows name outside the index is made durable before the
+/// group commits, never after; when it cannot be, the whole group is
+/// undone, and what each writer is told matches what is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_syncs_what_its_rows_name_first_or_is_undone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, file) = database_with(&dir, "CREATE TABLE t (n INTEGER PRIMARY KEY)").await;
+    let record = |n: i64, fail: bool| {
+        Arc::new(Record {
+            file: file.clone(),
+            n,
+            fail,
+            synced: AtomicUsize::new(0),
+            row_seen_first: AtomicBool::new(false),
+        })
+    };
+    let write_alone = async |record: Arc<Record>| {
+        let mut tx = db.begin_write().await?;
+        sql::query("INSERT INTO t (n) VALUES ($1)")
+            .bind(record.n)
+            .execute(&mut *tx)
+            .await?;
+        tx.durable_first(record);
+        tx.commit().await
+    };
+    // One writer alone, then one whose record cannot be synced.
+    let synced = record(-1, false);
+    write_alone(synced.clone()).await.unwrap();
+    assert_eq!(synced.synced.load(Ordering::SeqCst), 1);
+    assert!(!synced.row_seen_first.load(Ordering::SeqCst));
+    let refused = record(-2, true);
+    assert!(write_alone(refused.clone()).await.is_err());
+    assert_eq!(refused.synced.load(Ordering::SeqCst), 1);
+    assert_eq!(numbers(&db).await, vec![-1], "the refused row is undone");
+    sql::query("DELETE FROM t")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    // Many at once, a few of them refused.
+    let records: Vec<Arc<Record>> = (0..24_i64).map(|n| record(n, n % 8 == 5)).collect();
+    let writers: Vec<_> = records
+        .iter()
+        .map(|record| {
+            let (db, record) = (db.clone(), record.clone());
+            tokio::spawn(async move {
+                let mut tx = db.begin_write().await?;
+                sql::query("INSERT INTO t (n) VALUES ($1)")
+                    .bind(record.n)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.durable_first(record);
+                tx.commit().await
+            })
+        })
+        .collect();
+    let mut told_stored = Vec::new();
+    for (n, writer) in (0..).zip(writers) {
+        let told = tokio::time::timeout(Duration::from_secs(30), writer)
+            .await
+            .expect("every writer finishes")
+            .unwrap();
+        if n % 8 == 5 {
+            assert!(told.is_err(), "writer {n}: its record could not be synced");
+        }
+        if told.is_ok() {
+            told_stored.push(n);
+        }
+    }
+    assert_eq!(numbers(&db).await, told_stored, "stored is what was told");
+    for record in &records {
+        assert!(
+            !record.row_seen_first.load(Ordering::SeqCst),
+            "row {} was committed before its record was synced",
+            record.n
+        );
+        if told_stored.contains(&record.n) {
+            assert!(record.synced.load(Ordering::SeqCst) >= 1, "{}", record.n);
+        }
+    }
+    // The writer connection is fine after a group undone.
+    let mut tx = db.begin_write().await.unwrap();
+    sql::query("INSERT INTO t (n) VALUES (100)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert!(numbers(&db).await.contains(&100));
 }
