@@ -15,6 +15,18 @@ use crate::types::{Digest, SweepReport, now_ms};
 use crate::uploads;
 use crate::{history, trash};
 
+/// What is left of letting go of blobs once the change that let go of them
+/// commits (see [`Volume::let_go_in`]); dropped, the next collection
+/// finishes it.
+#[derive(Debug)]
+#[must_use]
+pub(crate) struct LetGo {
+    /// Claimed for removal by the change: the blob goes, then its row.
+    claimed: Vec<(Digest, i64)>,
+    /// To release after it, each as a change of its own.
+    later: Vec<Digest>,
+}
+
 /// How long a write waits for another gateway's removal of the same content
 /// to finish before it gives up with [`VolumeError::Busy`].
 const REMOVAL_WAIT: Duration = Duration::from_secs(30);
@@ -33,6 +45,57 @@ impl Volume {
         let pause = (Duration::from_millis(5) + waited / 2).min(Duration::from_millis(500));
         tokio::time::sleep(pause).await;
         Ok(pause)
+    }
+
+    /// In `tx`, before it commits: let go of the blobs `released` that
+    /// nothing names any more, as far as the transaction can. On SQLite it
+    /// holds the store's one write lock, so nothing names a blob or takes
+    /// its row until it commits: a packed blob's row goes at once (its
+    /// record is dead space, for compaction) and a blob of its own is
+    /// claimed for removal here, so that letting go takes one change after
+    /// the commit, or none, instead of two ([`Volume::release`]). On
+    /// PostgreSQL, locking a second ledger row could deadlock with a writer
+    /// that took the two the other way round: each is released after the
+    /// commit, as a change of its own.
+    pub(crate) async fn let_go_in(
+        &self,
+        tx: &mut WriteTx,
+        released: Vec<Digest>,
+    ) -> Result<LetGo, VolumeError> {
+        if !tx.holds_the_write_lock() {
+            return Ok(LetGo {
+                claimed: Vec::new(),
+                later: released,
+            });
+        }
+        let mut claimed = Vec::new();
+        let claim_ms = now_ms();
+        for digest in released {
+            if ledger::lock(self.db(), tx, &digest).await? != Some(BlobState::Stored)
+                || !trash::unnamed(tx, &digest).await?
+                || ledger::forget_packed(tx, &digest).await?
+            {
+                continue;
+            }
+            ledger::mark_deleting(tx, &digest, &self.claimant.id, claim_ms).await?;
+            claimed.push((digest, claim_ms));
+        }
+        Ok(LetGo {
+            claimed,
+            later: Vec::new(),
+        })
+    }
+
+    /// Once the change that let go of blobs in [`Volume::let_go_in`] has
+    /// committed: the rest of it (a failure is logged, and the next
+    /// collection finishes the removal).
+    pub(crate) async fn finish_letting_go(&self, let_go: LetGo) {
+        for (digest, claim_ms) in let_go.claimed {
+            if let Err(error) = self.finish_removal(&digest, claim_ms).await {
+                tracing::warn!(%digest, %error, "could not remove an unreferenced blob; the next collection will");
+            }
+        }
+        self.release_all(&let_go.later).await;
     }
 
     /// Let go of blobs that changes which committed may have left unnamed.

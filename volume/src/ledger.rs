@@ -166,6 +166,20 @@ pub(crate) async fn mark_stored(
     Ok(())
 }
 
+/// Drop `digest`'s row (locked) if it is a packed blob's and `stored`: a
+/// packed blob needs no removal (its record is dead space, which the
+/// segment's compaction gives back); whether it went.
+pub(crate) async fn forget_packed(tx: &mut WriteTx, digest: &Digest) -> Result<bool, VolumeError> {
+    let forgotten = sql::query(
+        "DELETE FROM blobs WHERE sha256 = $1 AND state = 'stored' AND segment IS NOT NULL",
+    )
+    .bind(digest.as_str())
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok(forgotten == 1)
+}
+
 /// Drop the row of a removed blob, if the removal `claimant` stamped
 /// `claim_ms` still holds it (a later take-over owns it otherwise).
 pub(crate) async fn forget(

@@ -218,9 +218,10 @@ impl Volume {
             };
             return match upserted {
                 Ok(meta) => {
-                    tx.commit().await?;
                     released.retain(|previous| previous != digest);
-                    self.release_all(&released).await;
+                    let let_go = self.let_go_in(&mut tx, released).await?;
+                    tx.commit().await?;
+                    self.finish_letting_go(let_go).await;
                     Ok(meta)
                 }
                 Err(

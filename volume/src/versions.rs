@@ -118,19 +118,19 @@ impl Volume {
         // In a write transaction: on SQLite that is this process's turn to
         // write, rather than the busy handler's race against the writers
         // that wait their turn.
-        let mut released = Vec::new();
-        let marker = self
+        let (marker, let_go) = self
             .db()
             .write(async |tx: &mut WriteTx| {
+                let mut released = Vec::new();
                 let marker = self
                     .delete_in(tx, owner, path, must_exist, &mut released)
                     .await?;
                 crate::properties::forget(tx, owner, path.as_str()).await?;
                 crate::locks::forget_within(tx, owner, path.as_str(), "", "").await?;
-                Ok(marker)
+                Ok((marker, self.let_go_in(tx, released).await?))
             })
             .await?;
-        self.release_all(&released).await;
+        self.finish_letting_go(let_go).await;
         Ok(marker)
     }
 

@@ -289,6 +289,12 @@ impl WriteTx {
         }
     }
 
+    /// Whether it holds the store's one write lock (SQLite): no other
+    /// writer changes a row until it commits, whatever rows it reads.
+    pub(crate) fn holds_the_write_lock(&self) -> bool {
+        matches!(self.0, Kind::Grouped(_))
+    }
+
     /// Commit: returns once the writes are durable.
     pub(crate) async fn commit(self) -> Result<(), VolumeError> {
         match self.0 {

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::ledger::BlobState;
 
 async fn sweep_removes_leftovers_of_a_crash(backend: &Backend) {
     let (dir, volume, config) = backend.open_with_config().await;

@@ -131,7 +131,43 @@ async fn compaction_under_load_loses_nothing(backend: &Backend) {
     }
 }
 
+/// An overwrite or a delete has let go of the blob it left unnamed by the
+/// time it returns (in its own transaction on SQLite, a change after it on
+/// PostgreSQL), packed or of its own; one another file still names, or
+/// the one it wrote again, stays.
+async fn overwrites_and_deletes_let_go_of_what_they_leave_unnamed(backend: &Backend) {
+    let (_dir, volume) = backend.open().await;
+    let gone = async |content: &[u8]| {
+        let digest = digest_of(content);
+        crate::ledger::peek(volume.db(), &digest)
+            .await
+            .unwrap()
+            .is_none()
+            && !exists(&volume, &digest).await
+    };
+    for (size, name) in [(4096, "small"), (1 << 20, "large")] {
+        let [first, second, shared]: [Vec<u8>; 3] =
+            std::array::from_fn(|n| (0..size).map(|i| ((i * 7 + n * 13) % 251) as u8).collect());
+        put(&volume, name, &first).await.unwrap();
+        put(&volume, name, &second).await.unwrap();
+        assert!(gone(&first).await, "{name}: the overwritten blob");
+        put(&volume, name, &second).await.unwrap();
+        assert!(!gone(&second).await, "{name}: the same content again");
+        volume.delete(Owner::OPEN, &path(name)).await.unwrap();
+        assert!(gone(&second).await, "{name}: the deleted blob");
+        put(&volume, &format!("{name}-a"), &shared).await.unwrap();
+        put(&volume, &format!("{name}-b"), &shared).await.unwrap();
+        put(&volume, &format!("{name}-a"), &first).await.unwrap();
+        assert!(!gone(&shared).await, "{name}: named by another file");
+        assert_eq!(read(&volume, &format!("{name}-b")).await.unwrap().1, shared);
+    }
+    let report = volume.collect_garbage().await.unwrap();
+    assert_eq!(report.files_missing_blobs, 0, "{report:?}");
+    assert_eq!(report.orphan_blobs_removed, 0, "{report:?}");
+}
+
 suite!(
     small_blobs_are_packed_and_read_back,
     compaction_under_load_loses_nothing,
+    overwrites_and_deletes_let_go_of_what_they_leave_unnamed,
 );
