@@ -332,11 +332,12 @@ impl Volume {
             .await?;
         properties::forget_within(&mut tx, owner, prefix.as_str(), prefix.as_str(), &upper).await?;
         locks::forget_within(&mut tx, owner, prefix.as_str(), prefix.as_str(), &upper).await?;
+        let let_go = self.let_go_in(&mut tx, released).await?;
         tx.commit().await?;
+        self.finish_letting_go(let_go).await;
         if removed == 0 {
             return Err(VolumeError::NotFound(prefix.to_string()));
         }
-        self.release_all(&released).await;
         Ok(removed)
     }
 

@@ -301,23 +301,24 @@ impl Volume {
 
     /// Run `work` in one write transaction that takes `owner`'s user row
     /// first (as uploads take it; `work` gets the quota it read) and then
-    /// their tree lock, the order every transfer keeps; after the commit,
-    /// release the digests `work` returns (those the rows it removed
-    /// named).
+    /// their tree lock, the order every transfer keeps; let go of the
+    /// digests `work` returns (those the rows it removed named) in it and
+    /// after the commit (see [`Volume::let_go_in`]).
     async fn write_tree<T>(
         &self,
         owner: Owner,
         work: impl AsyncFnOnce(&mut WriteTx, Option<u64>) -> Result<(T, Vec<Digest>), VolumeError>,
     ) -> Result<T, VolumeError> {
         let db = self.db();
-        let (done, released) = db
+        let (done, let_go) = db
             .write(async |tx: &mut WriteTx| {
                 let quota = quota::lock(db, tx, owner).await?;
                 db.lock_tree(tx, owner.id()).await?;
-                work(tx, quota).await
+                let (done, released) = work(tx, quota).await?;
+                Ok((done, self.let_go_in(tx, released).await?))
             })
             .await?;
-        self.release_all(&released).await;
+        self.finish_letting_go(let_go).await;
         Ok(done)
     }
 
