@@ -206,6 +206,18 @@ impl MustBeDurable for Record {
     }
 }
 
+/// Insert `record`'s row in a write transaction that must make `record`
+/// durable first, and commit.
+async fn write_row(db: &Database, record: Arc<Record>) -> Result<(), VolumeError> {
+    let mut tx = db.begin_write().await?;
+    sql::query("INSERT INTO t (n) VALUES ($1)")
+        .bind(record.n)
+        .execute(&mut *tx)
+        .await?;
+    tx.durable_first(record);
+    tx.commit().await
+}
+
 /// What a writer's rows name outside the index is made durable before the
 /// group commits, never after; when it cannot be, the whole group is
 /// undone, and what each writer is told matches what is stored.
@@ -222,22 +234,13 @@ async fn a_group_syncs_what_its_rows_name_first_or_is_undone() {
             row_seen_first: AtomicBool::new(false),
         })
     };
-    let write_alone = async |record: Arc<Record>| {
-        let mut tx = db.begin_write().await?;
-        sql::query("INSERT INTO t (n) VALUES ($1)")
-            .bind(record.n)
-            .execute(&mut *tx)
-            .await?;
-        tx.durable_first(record);
-        tx.commit().await
-    };
     // One writer alone, then one whose record cannot be synced.
     let synced = record(-1, false);
-    write_alone(synced.clone()).await.unwrap();
+    write_row(&db, synced.clone()).await.unwrap();
     assert_eq!(synced.synced.load(Ordering::SeqCst), 1);
     assert!(!synced.row_seen_first.load(Ordering::SeqCst));
     let refused = record(-2, true);
-    assert!(write_alone(refused.clone()).await.is_err());
+    assert!(write_row(&db, refused.clone()).await.is_err());
     assert_eq!(refused.synced.load(Ordering::SeqCst), 1);
     assert_eq!(numbers(&db).await, vec![-1], "the refused row is undone");
     sql::query("DELETE FROM t")
@@ -250,15 +253,7 @@ async fn a_group_syncs_what_its_rows_name_first_or_is_undone() {
         .iter()
         .map(|record| {
             let (db, record) = (db.clone(), record.clone());
-            tokio::spawn(async move {
-                let mut tx = db.begin_write().await?;
-                sql::query("INSERT INTO t (n) VALUES ($1)")
-                    .bind(record.n)
-                    .execute(&mut *tx)
-                    .await?;
-                tx.durable_first(record);
-                tx.commit().await
-            })
+            tokio::spawn(async move { write_row(&db, record).await })
         })
         .collect();
     let mut told_stored = Vec::new();
