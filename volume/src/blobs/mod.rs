@@ -19,6 +19,7 @@ mod open_segment;
 mod reader;
 mod segments;
 mod shared;
+mod spare_segment;
 mod staged;
 
 use std::fmt;

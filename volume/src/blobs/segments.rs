@@ -7,6 +7,10 @@
 //! row says where its record is ([`Packed`]); the record's header (a magic
 //! number, the length, the digest) lets compaction check what it copies.
 //!
+//! The next segment is written as zeros ahead of its records
+//! ([`spare_segment`]), so that a record's `fdatasync` need not write the
+//! file's size and allocation too.
+//!
 //! A segment is appended to by one process, never after it restarts (a new
 //! one is opened then), so a record torn by a crash lies past every
 //! record a row names. Records no row names (blobs removed since, writes a
@@ -27,6 +31,7 @@ use tokio::sync::Notify;
 
 use super::open_segment::{OpenSegment, RecordSync};
 use super::shared::{SMALL_BLOB, blocking, read_rest};
+use super::spare_segment::{self, SPARE_AFTER, Spares};
 use crate::error::VolumeError;
 use crate::types::Digest;
 
@@ -79,6 +84,8 @@ pub(crate) struct Segments {
     seen: Mutex<HashMap<Digest, Packed>>,
     /// Told when a segment is closed for a new one: time to compact.
     rolled: Notify,
+    /// The next segment's file, written as zeros ahead.
+    spares: Arc<Spares>,
 }
 
 /// The most placements [`Segments`] remembers; past it, it starts afresh.
@@ -97,6 +104,7 @@ impl Segments {
         let dir = root.join(SEGMENTS);
         fs::create_dir_all(&dir).map_err(|e| VolumeError::io("creating the segment folder", e))?;
         Ok(Self {
+            spares: Arc::new(Spares::new(&dir)),
             dir,
             open: Mutex::new(Appending {
                 segment: None,
@@ -180,6 +188,9 @@ impl Segments {
                 .await?
             }
         };
+        if at + HEADER + bytes.len() as u64 >= SPARE_AFTER {
+            self.spares.prepare(segment.id);
+        }
         let packed = Packed {
             segment: segment.id,
             offset: i64::try_from(at + HEADER).unwrap_or(i64::MAX),
@@ -198,16 +209,33 @@ impl Segments {
         if let Some(room) = Self::room_in(&open, len) {
             return Ok(room);
         }
-        // Another process on the same store may have taken the number.
+        // The spare made ahead, else an empty file. Another process on the
+        // same store may have taken the number.
+        let mut spare = self.spares.take();
         let (id, file) = loop {
             let id = open.next_id;
+            let path = self.path_of(id);
+            let made = match spare.take() {
+                Some(file) => match spare_segment::link(&file, &path) {
+                    Ok(()) => Ok(file),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                        spare = Some(file);
+                        Err(e)
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "a spare segment could not be named: segments grow by appends");
+                        self.spares.unsupported();
+                        continue;
+                    }
+                },
+                None => OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(&path),
+            };
             open.next_id += 1;
-            match OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(self.path_of(id))
-            {
+            match made {
                 Ok(file) => break (id, file),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(VolumeError::io("creating a segment", e)),
@@ -238,6 +266,12 @@ impl Segments {
             *end += len;
             (segment.clone(), at)
         })
+    }
+
+    /// Whether the next segment's spare is ready.
+    #[cfg(test)]
+    pub(crate) fn has_spare(&self) -> bool {
+        self.spares.ready()
     }
 
     /// Returns once a segment has been closed for a new one (since the
@@ -341,9 +375,16 @@ impl Segments {
         }
     }
 
-    /// Every segment file.
+    /// Every segment file; the open one's length is that of its records
+    /// (its file may hold zeros past them: see `spare_segment`).
     pub(crate) async fn list(&self) -> Result<Vec<ListedSegment>, VolumeError> {
         let dir = self.dir.clone();
+        let open = {
+            let open = self.open.lock().expect("segments lock");
+            open.segment
+                .as_ref()
+                .map(|segment| (segment.id, *segment.end.lock().expect("segment end")))
+        };
         blocking(move || {
             let listing_error = |e| VolumeError::io("listing segments", e);
             let mut found = Vec::new();
@@ -357,9 +398,13 @@ impl Segments {
                     continue;
                 };
                 let meta = entry.metadata().map_err(listing_error)?;
+                let len = match open {
+                    Some((open, end)) if open == id => meta.len().min(end),
+                    _ => meta.len(),
+                };
                 found.push(ListedSegment {
                     id,
-                    len: meta.len(),
+                    len,
                     modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
                 });
             }
