@@ -30,14 +30,11 @@ use std::time::SystemTime;
 use tokio::sync::Notify;
 
 use super::open_segment::{OpenSegment, RecordSync};
+pub(crate) use super::shared::SEGMENT_TARGET;
 use super::shared::{SMALL_BLOB, blocking, read_rest};
 use super::spare_segment::{self, SPARE_AFTER, Spares};
 use crate::error::VolumeError;
 use crate::types::Digest;
-
-/// A segment is closed once it holds this much; the next record opens a
-/// new one. Small enough that compacting one is a short job.
-pub(crate) const SEGMENT_TARGET: u64 = 32 << 20;
 
 /// Bytes before each record's blob: [`MAGIC`], its length (u32, little
 /// endian) and its SHA-256.
@@ -268,9 +265,9 @@ impl Segments {
         })
     }
 
-    /// Whether the next segment's spare is ready.
+    /// Whether the next segment's spare is ready; `None` if none will be.
     #[cfg(test)]
-    pub(crate) fn has_spare(&self) -> bool {
+    pub(crate) fn has_spare(&self) -> Option<bool> {
         self.spares.ready()
     }
 

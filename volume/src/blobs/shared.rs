@@ -1,7 +1,8 @@
 //! What the blob modules share, so none of them imports another for it:
-//! the size below which a blob is handled whole, a listed blob, and the
-//! trip to the blocking pool every file operation takes (and the positioned
-//! read that takes it only when the page cache cannot answer).
+//! the size below which a blob is handled whole, a segment's size, a
+//! listed blob, and the trip to the blocking pool every file operation
+//! takes (and the positioned read that takes it only when the page cache
+//! cannot answer).
 
 use std::io;
 use std::time::SystemTime;
@@ -15,6 +16,10 @@ use crate::types::Digest;
 /// the caller's thread. At most one 64 KiB group of the handler's BLAKE3
 /// tree, so a blob read whole this way never has an outboard to read.
 pub(crate) const SMALL_BLOB: u64 = 64 << 10;
+
+/// A segment of packed blobs is closed once it holds this much; the next
+/// record opens a new one. Small enough that compacting one is a short job.
+pub(crate) const SEGMENT_TARGET: u64 = 32 << 20;
 
 /// A blob as a listing of the store sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
