@@ -110,12 +110,12 @@ impl Spares {
     /// The spare, if one is ready.
     pub(super) fn take(&self) -> Option<File> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if !matches!(*state, State::Ready(_)) {
-            return None;
-        }
         match std::mem::replace(&mut *state, State::Idle { tried_for: None }) {
             State::Ready(file) => Some(file),
-            _ => unreachable!("matched above"),
+            other => {
+                *state = other;
+                None
+            }
         }
     }
 }
