@@ -185,8 +185,8 @@ impl Segments {
                 .await?
             }
         };
-        if at + HEADER + bytes.len() as u64 >= SPARE_AFTER {
-            self.spares.prepare(segment.id);
+        if (at..at + HEADER + bytes.len() as u64).contains(&SPARE_AFTER) {
+            self.spares.prepare();
         }
         let packed = Packed {
             segment: segment.id,

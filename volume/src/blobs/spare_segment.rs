@@ -24,8 +24,9 @@ use rustix::fs::{AtFlags, CWD, Mode, OFlags};
 
 use super::shared::SEGMENT_TARGET;
 
-/// A spare is prepared once the open segment holds this much: a store that
-/// has packed 4 MiB is packing, and one that packs a little never pays for
+/// A spare is prepared when the open segment's records pass this much
+/// (once per segment: the record that crosses it asks): a store that has
+/// packed 4 MiB is packing, and one that packs a little never pays for
 /// 32 MiB of zeros.
 pub(super) const SPARE_AFTER: u64 = SEGMENT_TARGET / 8;
 
@@ -41,12 +42,12 @@ pub(super) struct Spares {
 
 #[derive(Debug)]
 enum State {
-    /// None made; the last attempt was for the segment numbered here.
-    Idle {
-        tried_for: Option<i64>,
-    },
+    Idle,
     Preparing,
     Ready(File),
+    /// The last attempt failed (a full disk most likely); the next segment
+    /// tries again.
+    Failed,
     /// This filesystem has no unnamed files.
     Unsupported,
 }
@@ -55,19 +56,17 @@ impl Spares {
     pub(super) fn new(dir: &Path) -> Self {
         Self {
             dir: dir.to_owned(),
-            state: Mutex::new(State::Idle { tried_for: None }),
+            state: Mutex::new(State::Idle),
         }
     }
 
     /// Start making a spare on a blocking thread, unless one is made or
-    /// under way, or one was already tried while segment `open` is open
-    /// (a failure, a full disk most likely, is not retried at every write).
-    pub(super) fn prepare(self: &Arc<Self>, open: i64) {
+    /// under way, or none can be made here.
+    pub(super) fn prepare(self: &Arc<Self>) {
         {
             let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            match *state {
-                State::Idle { tried_for } if tried_for != Some(open) => {}
-                _ => return,
+            if !matches!(*state, State::Idle | State::Failed) {
+                return;
             }
             *state = State::Preparing;
         }
@@ -83,9 +82,7 @@ impl Spares {
                 }
                 Err(error) => {
                     tracing::warn!(%error, "a spare segment could not be made; segments grow by appends");
-                    State::Idle {
-                        tried_for: Some(open),
-                    }
+                    State::Failed
                 }
             };
         }));
@@ -97,20 +94,20 @@ impl Spares {
     }
 
     /// Whether a spare is ready; `None` if none will be (none can be made
-    /// here, or making one failed while the open segment is open).
+    /// here, or the last attempt failed).
     #[cfg(test)]
     pub(super) fn ready(&self) -> Option<bool> {
         match *self.state.lock().unwrap_or_else(PoisonError::into_inner) {
             State::Ready(_) => Some(true),
-            State::Preparing | State::Idle { tried_for: None } => Some(false),
-            State::Idle { tried_for: Some(_) } | State::Unsupported => None,
+            State::Preparing | State::Idle => Some(false),
+            State::Failed | State::Unsupported => None,
         }
     }
 
     /// The spare, if one is ready.
     pub(super) fn take(&self) -> Option<File> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        match std::mem::replace(&mut *state, State::Idle { tried_for: None }) {
+        match std::mem::replace(&mut *state, State::Idle) {
             State::Ready(file) => Some(file),
             other => {
                 *state = other;
@@ -181,7 +178,7 @@ mod tests {
     async fn a_spare_is_zeros_linked_under_a_free_name() {
         let dir = tempfile::tempdir().expect("temp dir");
         let spares = Arc::new(Spares::new(dir.path()));
-        spares.prepare(1);
+        spares.prepare();
         let file = loop {
             if let Some(file) = spares.take() {
                 break file;
