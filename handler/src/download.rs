@@ -16,11 +16,10 @@
 //! tree was kept gets its outboard then, computed as it is verified and
 //! handed to the host to keep, so its later reads stream.
 
-use blake3::hazmat::HasherExt as _;
-
-use crate::tree::{GROUP, Node, Shape, TreeWriter, group_hasher};
+use crate::tree::{GROUP, Node, Shape, TreeWriter};
 use crate::types::{BodyError, FetchBody, FetchRequest, Fetched, FileMeta, HandlerError};
-use crate::{CHUNK, Host, range, sha256_hex};
+use crate::verify::{coalesce, first_unlike, verify_whole};
+use crate::{CHUNK, Host, range};
 
 /// The handler's state between `fetch` and `send-body`: the verified bytes
 /// `fetch` prepared, and the content still to stream.
@@ -300,7 +299,8 @@ impl<C> Stream<C> {
             read += chunk.len();
             batch.chunks.push(chunk);
         }
-        if let Some(group) = first_unlike(span.clone(), stop, &batch.chunks, &leaves) {
+        if let Some(group) = first_unlike::<H::Digests>(span.clone(), stop, &batch.chunks, &leaves)
+        {
             let at = group * GROUP;
             return Err(Failure::Integrity(format!(
                 "{}: bytes {at}..{} do not match the BLAKE3 tree recorded for them",
@@ -379,63 +379,8 @@ impl<C> Stream<C> {
     }
 }
 
-/// The first group of `span` (whose bytes end at `stop`, and are `chunks`
-/// one after another, cut wherever the host cut them) whose bytes do not
-/// hash to its leaf; `None` when all do.
-fn first_unlike(
-    span: std::ops::Range<u64>,
-    stop: u64,
-    chunks: &[Vec<u8>],
-    leaves: &[[u8; 32]],
-) -> Option<u64> {
-    let mut pieces = chunks.iter().map(Vec::as_slice);
-    let mut current: &[u8] = &[];
-    for (group, leaf) in span.zip(leaves) {
-        let mut hasher = group_hasher(group);
-        let mut need = to_index((GROUP * (group + 1)).min(stop) - GROUP * group);
-        while need > 0 {
-            if current.is_empty() {
-                match pieces.next() {
-                    Some(piece) => current = piece,
-                    // Fewer bytes than the groups span: not theirs.
-                    None => return Some(group),
-                }
-                continue;
-            }
-            let take = need.min(current.len());
-            hasher.update(&current[..take]);
-            current = &current[take..];
-            need -= take;
-        }
-        if hasher.finalize_non_root() != *leaf {
-            return Some(group);
-        }
-    }
-    None
-}
-
 fn is_leaf_in(node: &Node, span: &std::ops::Range<u64>) -> bool {
     node.level == 0 && span.contains(&node.index)
-}
-
-/// `(offset, length)` pieces covering every 32-byte value at `offsets`,
-/// neighbours (within 1 KiB) read as one.
-fn coalesce(offsets: &[u64]) -> Vec<(u64, u32)> {
-    const GAP: u64 = 1 << 10;
-    let mut sorted = offsets.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut pieces: Vec<(u64, u64)> = Vec::new();
-    for offset in sorted {
-        match pieces.last_mut() {
-            Some((_, end)) if offset <= *end + GAP => *end = (offset + 32).max(*end),
-            _ => pieces.push((offset, offset + 32)),
-        }
-    }
-    pieces
-        .into_iter()
-        .map(|(start, end)| (start, u32::try_from(end - start).unwrap_or(u32::MAX)))
-        .collect()
 }
 
 /// The whole content, verified: what content without an outboard gets;
@@ -470,37 +415,15 @@ async fn read_whole<H: Host>(
         && host.outboard_len(content).await == 0
         && whole.len() as u64 == meta.size
     {
-        let mut tree = TreeWriter::new();
+        let mut tree = TreeWriter::<H::Digests>::new();
         tree.update(&whole);
         let (root, outboard) = tree.finish();
         if meta.blake3.as_deref() == Some(root.to_hex().as_str()) {
             return Ok((whole, Some(outboard)));
         }
     }
-    verify_whole(meta, &whole)?;
+    verify_whole::<H::Digests>(meta, &whole)?;
     Ok((whole, None))
-}
-
-fn verify_whole(meta: &FileMeta, content: &[u8]) -> Result<(), HandlerError> {
-    if content.len() as u64 != meta.size {
-        return Err(HandlerError::Integrity(format!(
-            "{}: stored content is {} bytes, the index says {}",
-            meta.path,
-            content.len(),
-            meta.size
-        )));
-    }
-    let (actual, recorded) = match &meta.blake3 {
-        Some(recorded) => (blake3::hash(content).to_hex().to_string(), recorded),
-        None => (sha256_hex(content), &meta.sha256),
-    };
-    if actual != *recorded {
-        return Err(HandlerError::Integrity(format!(
-            "{}: stored content hashes to {actual}, the index says {recorded}",
-            meta.path
-        )));
-    }
-    Ok(())
 }
 
 fn to_index(offset: u64) -> usize {
@@ -512,68 +435,6 @@ fn to_index(offset: u64) -> usize {
 mod tests {
     use super::*;
 
-    fn meta(content: &[u8], blake3: Option<String>) -> FileMeta {
-        FileMeta {
-            path: "f".into(),
-            size: content.len() as u64,
-            sha256: sha256_hex(content),
-            blake3,
-            content_type: "text/plain".into(),
-            created_ms: 0,
-            modified_ms: 0,
-            version_id: "null".into(),
-        }
-    }
-
-    #[test]
-    fn whole_content_is_verified_by_blake3_else_sha256() {
-        let content = b"stored bytes";
-        let recorded = Some(blake3::hash(content).to_hex().to_string());
-        assert!(verify_whole(&meta(content, recorded.clone()), content).is_ok());
-        assert!(verify_whole(&meta(content, None), content).is_ok());
-        let corrupt = b"stored bytez";
-        assert!(verify_whole(&meta(content, recorded), corrupt).is_err());
-        assert!(verify_whole(&meta(content, None), corrupt).is_err());
-        let wrong = Some(blake3::hash(b"other").to_hex().to_string());
-        assert!(verify_whole(&meta(content, wrong), content).is_err());
-    }
-
-    #[test]
-    fn groups_are_checked_across_wherever_the_chunks_were_cut() {
-        let content: Vec<u8> = (0..3 * GROUP + 100).map(|i| (i % 251) as u8).collect();
-        let stop = content.len() as u64;
-        let leaves: Vec<[u8; 32]> = content
-            .chunks(to_index(GROUP))
-            .enumerate()
-            .map(|(index, group)| crate::tree::group_value(index as u64, group))
-            .collect();
-        let cut = |at: &[usize]| {
-            let mut chunks = Vec::new();
-            let mut from = 0;
-            for &to in at.iter().chain([content.len()].iter()) {
-                chunks.push(content[from..to].to_vec());
-                from = to;
-            }
-            chunks
-        };
-        for cuts in [
-            vec![],
-            vec![1],
-            vec![65536, 131072],
-            vec![70000, 70001, 190000],
-        ] {
-            assert_eq!(first_unlike(0..4, stop, &cut(&cuts), &leaves), None);
-        }
-        let mut damaged = cut(&[70000]);
-        damaged[1][100] ^= 1;
-        assert_eq!(first_unlike(0..4, stop, &damaged, &leaves), Some(1));
-        let short = vec![content[..(2 * GROUP) as usize].to_vec()];
-        assert_eq!(first_unlike(0..4, stop, &short, &leaves), Some(2));
-        // A batch from group 2 on.
-        let tail = vec![content[(2 * GROUP) as usize..].to_vec()];
-        assert_eq!(first_unlike(2..4, stop, &tail, &leaves[2..]), None);
-    }
-
     #[test]
     fn only_the_range_of_a_batch_is_sent() {
         let batch = Batch {
@@ -583,13 +444,5 @@ mod tests {
         };
         let sent: Vec<&[u8]> = batch.to_send().collect();
         assert_eq!(sent, vec![&[3][..], &[4, 5][..], &[6, 7][..]]);
-    }
-
-    #[test]
-    fn neighbouring_values_are_read_as_one_piece() {
-        assert_eq!(coalesce(&[8, 40, 72]), vec![(8, 96)]);
-        assert_eq!(coalesce(&[72, 8]), vec![(8, 96)]);
-        assert_eq!(coalesce(&[8, 8 + 32 + 5000]), vec![(8, 32), (5040, 32)]);
-        assert_eq!(coalesce(&[8, 8 + 32 + 500]), vec![(8, 564)]);
     }
 }

@@ -11,9 +11,11 @@
 //! subtree values. Bytes past that boundary that a request received are
 //! kept by the host and fed again by the next request.
 
-use blake3::hazmat::ChainingValue;
-use sha2::digest::generic_array::GenericArray;
+use std::marker::PhantomData;
 
+use blake3::hazmat::ChainingValue;
+
+use crate::digests::{Digests, MAX_BLOCKS};
 use crate::tree::{GROUP, NODE, TreeWriter};
 
 /// The hashes after the first `groups` groups of an upload, more content
@@ -106,22 +108,23 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// Both hashes of a stream, resumable at group boundaries.
+/// Both hashes of a stream, resumable at group boundaries, their inner
+/// loops run by `D`.
 #[derive(Debug)]
-pub struct Hashes {
-    sha256: Sha256Stream,
-    tree: TreeWriter,
+pub struct Hashes<D> {
+    sha256: Sha256Stream<D>,
+    tree: TreeWriter<D>,
     /// The state at the last group boundary passed.
     checkpoint: HashState,
 }
 
-impl Default for Hashes {
+impl<D: Digests> Default for Hashes<D> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Hashes {
+impl<D: Digests> Hashes<D> {
     pub fn new() -> Self {
         Self::resume(&HashState::default())
     }
@@ -137,6 +140,7 @@ impl Hashes {
                 blocks: state.offset() / 64,
                 pending: [0; 64],
                 filled: 0,
+                digests: PhantomData,
             }
         };
         Self {
@@ -194,16 +198,24 @@ impl Hashes {
     }
 }
 
-/// SHA-256 over `sha2`'s compression function, so that its state between
-/// blocks can be handed out and taken up again (`sha2`'s hasher keeps it
-/// private).
+/// The SHA-256 of `bytes`.
+pub fn sha256<D: Digests>(bytes: &[u8]) -> [u8; 32] {
+    let mut stream = Sha256Stream::<D>::new();
+    stream.update(bytes);
+    stream.finish()
+}
+
+/// SHA-256 over its compression function ([`Digests::sha256_blocks`]), so
+/// that its state between blocks can be handed out and taken up again
+/// (`sha2`'s hasher keeps it private).
 #[derive(Debug, Clone)]
-struct Sha256Stream {
+struct Sha256Stream<D> {
     state: [u32; 8],
     /// Whole blocks compressed into `state`.
     blocks: u64,
     pending: [u8; 64],
     filled: usize,
+    digests: PhantomData<D>,
 }
 
 const SHA256_IV: [u32; 8] = [
@@ -217,13 +229,14 @@ const SHA256_IV: [u32; 8] = [
     0x5be0_cd19,
 ];
 
-impl Sha256Stream {
+impl<D: Digests> Sha256Stream<D> {
     fn new() -> Self {
         Self {
             state: SHA256_IV,
             blocks: 0,
             pending: [0; 64],
             filled: 0,
+            digests: PhantomData,
         }
     }
 
@@ -240,21 +253,19 @@ impl Sha256Stream {
             self.compress(&block);
             self.filled = 0;
         }
-        let mut blocks = bytes.chunks_exact(64);
-        for block in &mut blocks {
-            self.compress(block);
+        let whole = bytes.len() - bytes.len() % 64;
+        let (blocks, rest) = bytes.split_at(whole);
+        for blocks in blocks.chunks(MAX_BLOCKS) {
+            self.compress(blocks);
         }
-        let rest = blocks.remainder();
         self.pending[..rest.len()].copy_from_slice(rest);
         self.filled = rest.len();
     }
 
-    fn compress(&mut self, block: &[u8]) {
-        sha2::compress256(
-            &mut self.state,
-            std::slice::from_ref(GenericArray::from_slice(block)),
-        );
-        self.blocks += 1;
+    /// Compress whole blocks, at most [`MAX_BLOCKS`] bytes of them.
+    fn compress(&mut self, blocks: &[u8]) {
+        D::sha256_blocks(&mut self.state, blocks);
+        self.blocks += (blocks.len() / 64) as u64;
     }
 
     fn finish(mut self) -> [u8; 32] {
@@ -264,9 +275,7 @@ impl Sha256Stream {
         tail[self.filled] = 0x80;
         let len = if self.filled < 56 { 64 } else { 128 };
         tail[len - 8..len].copy_from_slice(&bits.to_be_bytes());
-        for block in tail[..len].chunks_exact(64) {
-            self.compress(block);
-        }
+        self.compress(&tail[..len]);
         let mut digest = [0; 32];
         for (out, word) in digest.chunks_exact_mut(4).zip(self.state) {
             out.copy_from_slice(&word.to_be_bytes());
@@ -278,9 +287,10 @@ impl Sha256Stream {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use sha2::{Digest as _, Sha256};
+    use sha2_compress::{Digest as _, Sha256};
 
     use super::*;
+    use crate::digests::Local;
 
     fn content(size: usize) -> Vec<u8> {
         (0..size).map(|i| (i * 131 + i / 4099) as u8).collect()
@@ -288,7 +298,7 @@ mod tests {
 
     /// What one uninterrupted pass gives: SHA-256, BLAKE3, the outboard.
     fn whole(data: &[u8]) -> ([u8; 32], blake3::Hash, Vec<u8>) {
-        let mut hashes = Hashes::new();
+        let mut hashes = Hashes::<Local>::new();
         let mut outboard = Vec::new();
         for piece in data.chunks(7919) {
             hashes.update(piece);
@@ -303,7 +313,7 @@ mod tests {
     fn sha256_matches_the_library_at_every_length_around_a_block() {
         for size in [0, 1, 55, 56, 63, 64, 65, 119, 120, 128, 1000, 65536 + 3] {
             let data = content(size);
-            let mut stream = Sha256Stream::new();
+            let mut stream = Sha256Stream::<Local>::new();
             for piece in data.chunks(37) {
                 stream.update(piece);
             }
@@ -335,13 +345,13 @@ mod tests {
             // Cut after every few KiB: take the state, write down the
             // outboard it owns, and start again from its offset.
             for cut in (1..size).step_by(g / 3 + 1) {
-                let mut first = Hashes::new();
+                let mut first = Hashes::<Local>::new();
                 let mut outboard = Vec::new();
                 first.update(&data[..cut]);
                 outboard.extend(first.take_outboard());
                 let state = HashState::decode(&first.checkpoint().encode()).unwrap();
                 assert_eq!(outboard.len() as u64, state.outboard_len(), "{size} {cut}");
-                let mut second = Hashes::resume(&state);
+                let mut second = Hashes::<Local>::resume(&state);
                 second.update(&data[usize::try_from(state.offset()).unwrap()..]);
                 outboard.extend(second.take_outboard());
                 let (sha256, blake3, rest) = second.finish();

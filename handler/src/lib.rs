@@ -22,14 +22,18 @@
 //!   passes, whole or one request's share of a resumable upload.
 //! - [`hashes`]: SHA-256 and the BLAKE3 tree as one stream, whose state a
 //!   resumable upload carries from one request to the next.
+//! - [`digests`]: the two hashes' inner loops, which the host lends the
+//!   guest (the CPU's SHA and vector instructions, which Wasm lacks).
 //! - [`download`]: [`Handler::fetch`] and [`Handler::send_body`]: verified
 //!   reads, whole or streamed through the window.
 //! - [`tree`]: BLAKE3's tree over 64 KiB groups, its outboard and proofs.
+//! - `verify`: the checks behind a verified read, as plain functions.
 //! - [`types`]: the values that cross the WIT contract, and the macro that
 //!   converts them to and from either side's generated bindings.
 //! - [`range`]: resolving a client's byte range against the content size.
 //! - [`sniff`]: a content type from magic bytes when the client sent none.
 
+pub mod digests;
 pub mod download;
 pub mod hashes;
 pub mod range;
@@ -37,8 +41,7 @@ pub mod sniff;
 pub mod tree;
 pub mod types;
 pub mod upload;
-
-use sha2::{Digest as _, Sha256};
+mod verify;
 
 pub use download::Handler;
 use types::{BodyError, FileMeta, HandlerError, Listing, VolumeError};
@@ -61,6 +64,8 @@ pub trait Host {
     type Content;
     /// The response body on its way to the client.
     type Response;
+    /// Who runs the hashes' inner loops.
+    type Digests: digests::Digests;
 
     /// Up to `max` more bytes of the upload; empty once it has ended.
     async fn read_upload(&mut self, upload: &Self::Upload, max: u32) -> Result<Vec<u8>, BodyError>;
@@ -133,11 +138,6 @@ pub async fn list<H: Host>(
         .map_err(HandlerError::Volume)
 }
 
-/// Lowercase hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
 fn hex(digest: &[u8]) -> String {
     let mut hex = String::with_capacity(2 * digest.len());
     for &byte in digest {
@@ -160,6 +160,7 @@ mod tests {
 
     #[test]
     fn sha256_of_known_inputs() {
+        let sha256_hex = |bytes: &[u8]| hex(&hashes::sha256::<digests::Local>(bytes));
         assert_eq!(
             sha256_hex(b""),
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

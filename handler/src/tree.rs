@@ -26,9 +26,11 @@
 //! recorded BLAKE3; the leaves are then trusted, and each group's bytes are
 //! checked against its leaf as they are read.
 
-use blake3::hazmat::{
-    ChainingValue, HasherExt as _, Mode, merge_subtrees_non_root, merge_subtrees_root,
-};
+use std::marker::PhantomData;
+
+use blake3::hazmat::{ChainingValue, Mode, merge_subtrees_non_root, merge_subtrees_root};
+
+use crate::digests::Digests;
 
 /// Bytes in a group: the unit of verification (`2^GROUP_LOG`).
 pub const GROUP_LOG: u32 = 16;
@@ -176,76 +178,67 @@ impl Shape {
     }
 }
 
-/// The chaining value of group `index`, whose bytes are `data`, in content
-/// of more than one group.
-pub fn group_value(index: u64, data: &[u8]) -> ChainingValue {
-    let mut hasher = group_hasher(index);
-    hasher.update(data);
-    hasher.finalize_non_root()
-}
-
-/// A hasher for group `index`'s bytes, fed in any pieces; its
-/// `finalize_non_root` is [`group_value`].
-pub fn group_hasher(index: u64) -> blake3::Hasher {
-    let mut hasher = blake3::Hasher::new();
-    hasher.set_input_offset(index * GROUP);
-    hasher
-}
-
 /// Hashes content as it streams past, writing its outboard as nodes
-/// complete. Memory: one group's hasher and a stack of `log2(groups)`
-/// values.
+/// complete, each group's value computed by `D`. Memory: the bytes of the
+/// current group when they came in pieces (at most one group) and a stack
+/// of `log2(groups)` values.
 #[derive(Debug)]
-pub struct TreeWriter {
-    group: blake3::Hasher,
-    /// Bytes in the current group.
-    in_group: u64,
+pub struct TreeWriter<D> {
+    current: Current,
     /// Groups whose leaf is out.
     done: u64,
     stack: Vec<ChainingValue>,
     /// Outboard bytes not yet taken.
     out: Vec<u8>,
+    digests: PhantomData<D>,
 }
 
-impl Default for TreeWriter {
+/// The group being written.
+#[derive(Debug)]
+enum Current {
+    /// Its bytes so far: fewer than a group, or the whole first group,
+    /// whose value depends on whether content follows it (alone, it is the
+    /// root).
+    Filling(Vec<u8>),
+    /// A whole later group, hashed; its leaf goes out when content follows
+    /// it or the content ends.
+    Hashed(ChainingValue),
+}
+
+impl<D: Digests> Default for TreeWriter<D> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl TreeWriter {
+impl<D: Digests> TreeWriter<D> {
     pub fn new() -> Self {
-        Self {
-            group: blake3::Hasher::new(),
-            in_group: 0,
-            done: 0,
-            stack: Vec::new(),
-            out: Vec::new(),
-        }
+        Self::resume(0, Vec::new())
     }
 
     /// Take up a stream after its first `done` groups closed with content
     /// after them, leaving `stack` ([`crate::hashes::HashState`]).
     pub fn resume(done: u64, stack: Vec<ChainingValue>) -> Self {
-        let mut group = blake3::Hasher::new();
-        group.set_input_offset(done * GROUP);
         Self {
-            group,
-            in_group: 0,
+            current: Current::Filling(Vec::new()),
             done,
             stack,
             out: Vec::new(),
+            digests: PhantomData,
         }
     }
 
     /// Whether the current group is full: the next byte closes it.
     pub fn group_full(&self) -> bool {
-        self.in_group == GROUP
+        self.in_group() == GROUP
     }
 
     /// Bytes in the current group.
     pub fn in_group(&self) -> u64 {
-        self.in_group
+        match &self.current {
+            Current::Filling(bytes) => bytes.len() as u64,
+            Current::Hashed(_) => GROUP,
+        }
     }
 
     /// Groups closed so far.
@@ -259,17 +252,28 @@ impl TreeWriter {
     }
 
     pub fn update(&mut self, mut bytes: &[u8]) {
+        let whole = usize::try_from(GROUP).unwrap_or(usize::MAX);
         while !bytes.is_empty() {
-            if self.in_group == GROUP {
-                // More content follows, so the full group is not the root.
-                self.push_leaf(false);
+            let filled = match &mut self.current {
+                Current::Filling(filled) if filled.len() < whole => filled,
+                _ => {
+                    // More content follows, so the full group is not the root.
+                    self.push_leaf(false);
+                    continue;
+                }
+            };
+            let take = (whole - filled.len()).min(bytes.len());
+            let (now, rest) = bytes.split_at(take);
+            bytes = rest;
+            if self.done > 0 && take == whole {
+                // A whole later group in one piece: hashed where it lies.
+                self.current = Current::Hashed(D::blake3_group(self.done, now));
+                continue;
             }
-            let take = usize::try_from(GROUP - self.in_group)
-                .unwrap_or(usize::MAX)
-                .min(bytes.len());
-            self.group.update(&bytes[..take]);
-            self.in_group += take as u64;
-            bytes = &bytes[take..];
+            filled.extend_from_slice(now);
+            if self.done > 0 && filled.len() == whole {
+                self.current = Current::Hashed(D::blake3_group(self.done, filled));
+            }
         }
     }
 
@@ -286,8 +290,9 @@ impl TreeWriter {
     /// The content's BLAKE3 (as `blake3::hash` gives it) and the last of its
     /// outboard (empty for content of one group).
     pub fn finish(mut self) -> (blake3::Hash, Vec<u8>) {
-        if self.done == 0 {
-            return (self.group.finalize(), Vec::new());
+        if let (0, Current::Filling(bytes)) = (self.done, &self.current) {
+            // One group (the first is never hashed ahead): it is the root.
+            return (D::blake3_one_group(bytes).into(), Vec::new());
         }
         self.push_leaf(true);
         let mut right = self.stack.pop().expect("two subtrees at least");
@@ -300,14 +305,20 @@ impl TreeWriter {
     }
 
     fn push_leaf(&mut self, last: bool) {
-        let leaf = self.group.finalize_non_root();
+        let leaf = match std::mem::replace(&mut self.current, Current::Filling(Vec::new())) {
+            Current::Hashed(value) => value,
+            Current::Filling(mut bytes) => {
+                let value = D::blake3_group(self.done, &bytes);
+                // Its room serves the next group.
+                bytes.clear();
+                self.current = Current::Filling(bytes);
+                value
+            }
+        };
         if self.done == 0 {
             self.out.extend_from_slice(&HEADER);
         }
         self.done += 1;
-        self.group = blake3::Hasher::new();
-        self.group.set_input_offset(self.done * GROUP);
-        self.in_group = 0;
         self.emit(leaf);
         // Merge the complete subtrees this leaf closes; at the end, never
         // the last two (their merge is the root).
@@ -331,13 +342,14 @@ impl TreeWriter {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::digests::Local;
 
     fn content(size: usize) -> Vec<u8> {
         (0..size).map(|i| (i * 31 + i / 977) as u8).collect()
     }
 
     fn write(data: &[u8], piece: usize) -> (blake3::Hash, Vec<u8>) {
-        let mut writer = TreeWriter::new();
+        let mut writer = TreeWriter::<Local>::new();
         let mut outboard = Vec::new();
         for chunk in data.chunks(piece.max(1)) {
             writer.update(chunk);
@@ -405,7 +417,7 @@ mod tests {
                 };
                 assert_eq!(
                     stored(&outboard, shape, leaf),
-                    group_value(index as u64, group)
+                    Local::blake3_group(index as u64, group)
                 );
             }
         }

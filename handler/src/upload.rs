@@ -52,7 +52,7 @@ pub async fn append<H: Host>(
     let mut held_bytes = 0;
     // The file's first bytes, to sniff its type from.
     let mut head = request.head;
-    let mut hashes = Hashes::resume(&request.resume);
+    let mut hashes = Hashes::<H::Digests>::resume(&request.resume);
     let mut at = request.resume.offset();
     let mut since_checkpoint = 0;
     loop {
@@ -136,7 +136,7 @@ pub async fn append<H: Host>(
 async fn checkpoint<H: Host>(
     host: &mut H,
     body: &H::Upload,
-    hashes: &mut Hashes,
+    hashes: &mut Hashes<H::Digests>,
 ) -> Result<(), HandlerError> {
     let outboard = hashes.take_outboard();
     if !outboard.is_empty() {

@@ -7,7 +7,9 @@
 //! gives it the imported `volume` and `body` interfaces as its
 //! [`storage_handler::Host`]. Everything the handler buffers lives in this
 //! instance's linear memory, which never shrinks: what the gateway's
-//! estimator keeps in check. BLAKE3 is built with Wasm SIMD (the gateway's
+//! estimator keeps in check. The hashes' inner loops run on the CPU
+//! instructions the host lends through the `digest` import ([`Lent`]);
+//! BLAKE3's tree merges run here, built with Wasm SIMD (the gateway's
 //! build script enables `simd128`).
 //!
 //! The contract is `wit/storage.wit`; the gateway builds this crate with
@@ -24,9 +26,11 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use exports::wasm_storage::storage::handler as wit_handler;
+use storage_handler::digests::{ChainingValue, Digests};
 use storage_handler::types as plain;
 use storage_handler::{Handler, Put};
 use wasm_storage::storage::body::{self as wit_body, Content, Response, Upload};
+use wasm_storage::storage::digest;
 use wasm_storage::storage::types as wit_types;
 use wasm_storage::storage::volume;
 
@@ -85,6 +89,30 @@ impl wit_handler::Guest for StorageHandler {
     }
 }
 
+/// The hashes' inner loops, run by the host on the CPU's SHA and vector
+/// instructions (the `digest` import): the bytes handed over are slices of
+/// this instance's memory, and every state and comparison stays here.
+struct Lent;
+
+impl Digests for Lent {
+    fn sha256_blocks(state: &mut [u32; 8], blocks: &[u8]) {
+        let after = digest::sha256_blocks(state, blocks);
+        state.copy_from_slice(&after);
+    }
+
+    fn blake3_group(index: u64, data: &[u8]) -> ChainingValue {
+        digest::blake3_group(index, data)
+            .try_into()
+            .expect("the host gives 32 bytes")
+    }
+
+    fn blake3_one_group(data: &[u8]) -> [u8; 32] {
+        digest::blake3_one_group(data)
+            .try_into()
+            .expect("the host gives 32 bytes")
+    }
+}
+
 // The component's exports only exist in the wasm build; on the host this
 // crate compiles for its lints.
 #[cfg(target_arch = "wasm32")]
@@ -98,6 +126,7 @@ impl storage_handler::Host for Imports {
     type Upload = Upload;
     type Content = Content;
     type Response = Response;
+    type Digests = Lent;
 
     async fn read_upload(
         &mut self,

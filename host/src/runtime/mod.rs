@@ -5,6 +5,8 @@
 //! Layout:
 //! - `mod.rs`: the engine, instantiation, the typed calls and how a failed
 //!   call is classified ([`CallFailure`]).
+//! - `digest`: the host side of the `digest` import, the hashes' inner
+//!   loops lent to the guest.
 //! - [`host`]: the store's data and the host side of the `volume` and `body`
 //!   interfaces (uploads staged as they pass, content read and responses
 //!   written a chunk at a time).
@@ -19,6 +21,7 @@
 //! The WIT bindings stay in here: the typed calls take and return the
 //! project's own types (`storage_handler::types`, `volume::FileMeta`).
 
+mod digest;
 pub mod host;
 mod limiter;
 mod native;
@@ -58,7 +61,9 @@ pub mod bindings {
     wasmtime::component::bindgen!({
         world: "storage",
         path: "../wit",
-        imports: { default: async },
+        // The digest loops are short and bounded (a call past the bounds
+        // traps): plain calls, no fiber switch.
+        imports: { "wasm-storage:storage/digest": trappable, default: async },
         exports: { default: async },
         additional_derives: [PartialEq],
         with: {

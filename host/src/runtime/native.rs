@@ -103,6 +103,7 @@ impl storage_handler::Host for Native<'_> {
     type Upload = Resource<Upload>;
     type Content = Resource<Content>;
     type Response = Resource<ResponseSink>;
+    type Digests = storage_handler::digests::Local;
 
     async fn read_upload(
         &mut self,
