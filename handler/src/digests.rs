@@ -19,7 +19,11 @@
 pub use blake3::hazmat::ChainingValue;
 use blake3::hazmat::HasherExt as _;
 
-use crate::tree::GROUP;
+/// Bytes in a group of BLAKE3's tree (`2^GROUP_LOG`): the unit of
+/// verification ([`crate::tree`]), and what [`Digests::blake3_group`]
+/// hashes.
+pub const GROUP_LOG: u32 = 16;
+pub const GROUP: u64 = 1 << GROUP_LOG;
 
 /// Most bytes of blocks one [`Digests::sha256_blocks`] call takes.
 pub const MAX_BLOCKS: usize = 1 << 20;
@@ -93,16 +97,7 @@ mod tests {
     #[test]
     fn sha256_blocks_match_the_library() {
         let data: Vec<u8> = (0..64 * 5).map(|i| (i * 7) as u8).collect();
-        let mut state = [
-            0x6a09_e667,
-            0xbb67_ae85,
-            0x3c6e_f372,
-            0xa54f_f53a,
-            0x510e_527f,
-            0x9b05_688c,
-            0x1f83_d9ab,
-            0x5be0_cd19,
-        ];
+        let mut state = crate::hashes::SHA256_IV;
         Local::sha256_blocks(&mut state, &data);
         // The library's padding block for 320 bytes, compressed after them.
         let mut tail = [0u8; 64];

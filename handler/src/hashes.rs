@@ -218,7 +218,8 @@ struct Sha256Stream<D> {
     digests: PhantomData<D>,
 }
 
-const SHA256_IV: [u32; 8] = [
+/// SHA-256's initial state.
+pub(crate) const SHA256_IV: [u32; 8] = [
     0x6a09_e667,
     0xbb67_ae85,
     0x3c6e_f372,

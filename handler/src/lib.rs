@@ -9,7 +9,8 @@
 //! as real handlers do: inside an instance, that growth of linear memory is
 //! what the gateway's estimator manages; past the window it streams. It
 //! hashes every upload with SHA-256 (the content's address and ETag) and
-//! BLAKE3, whose tree it writes beside the blob as it goes; it verifies
+//! BLAKE3, whose tree it writes beside the blob as it goes (the two inner
+//! loops run by the [`Host`]'s [`digests::Digests`]); it verifies
 //! every download against the BLAKE3 recorded at upload, a group of 64 KiB
 //! at a time before its bytes leave, so a range reads only the groups it
 //! covers. Content stored before the tree was kept is verified whole

@@ -32,9 +32,9 @@ use blake3::hazmat::{ChainingValue, Mode, merge_subtrees_non_root, merge_subtree
 
 use crate::digests::Digests;
 
-/// Bytes in a group: the unit of verification (`2^GROUP_LOG`).
-pub const GROUP_LOG: u32 = 16;
-pub const GROUP: u64 = 1 << GROUP_LOG;
+/// Bytes in a group, the unit of verification: [`crate::digests`] hashes
+/// one group a call.
+pub use crate::digests::{GROUP, GROUP_LOG};
 /// The outboard's header: magic, version, the group's log2 size, reserved.
 pub const HEADER: [u8; 8] = [b'w', b's', b'o', b'b', 1, GROUP_LOG as u8, 0, 0];
 /// Bytes of one stored chaining value.
