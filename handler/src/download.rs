@@ -19,7 +19,7 @@
 use crate::tree::{GROUP, Node, Shape, TreeWriter};
 use crate::types::{BodyError, FetchBody, FetchRequest, Fetched, FileMeta, HandlerError};
 use crate::verify::{coalesce, first_unlike, verify_whole};
-use crate::{CHUNK, Host, range};
+use crate::{CHUNK, Host, range, to_index};
 
 /// The handler's state between `fetch` and `send-body`: the verified bytes
 /// `fetch` prepared, and the content still to stream.
@@ -424,11 +424,6 @@ async fn read_whole<H: Host>(
     }
     verify_whole::<H::Digests>(meta, &whole)?;
     Ok((whole, None))
-}
-
-fn to_index(offset: u64) -> usize {
-    // Only offsets within a buffer in memory are converted.
-    usize::try_from(offset).unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]

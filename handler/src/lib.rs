@@ -150,6 +150,12 @@ fn hex(digest: &[u8]) -> String {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// `offset` as an index into a buffer in memory (only offsets within one
+/// are converted).
+fn to_index(offset: u64) -> usize {
+    usize::try_from(offset).unwrap_or(usize::MAX)
+}
+
 /// True when one of the `If-None-Match` tags names this content.
 pub fn etag_matches(tags: &[String], sha256: &str) -> bool {
     tags.iter().any(|tag| tag == "*" || tag == sha256)

@@ -178,6 +178,17 @@ impl Shape {
     }
 }
 
+/// The BLAKE3 of `content`, whole in memory: of one group directly, else
+/// through a [`TreeWriter`] (its outboard dropped).
+pub fn root_of<D: Digests>(content: &[u8]) -> blake3::Hash {
+    if content.len() as u64 <= GROUP {
+        return D::blake3_one_group(content).into();
+    }
+    let mut tree = TreeWriter::<D>::new();
+    tree.update(content);
+    tree.finish().0
+}
+
 /// Hashes content as it streams past, writing its outboard as nodes
 /// complete, each group's value computed by `D`. Memory: the bytes of the
 /// current group when they came in pieces (at most one group) and a stack
@@ -252,7 +263,7 @@ impl<D: Digests> TreeWriter<D> {
     }
 
     pub fn update(&mut self, mut bytes: &[u8]) {
-        let whole = usize::try_from(GROUP).unwrap_or(usize::MAX);
+        let whole = crate::to_index(GROUP);
         while !bytes.is_empty() {
             let filled = match &mut self.current {
                 Current::Filling(filled) if filled.len() < whole => filled,
@@ -398,6 +409,14 @@ mod tests {
                     assert_eq!(outboard[..8], HEADER);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn whole_content_hashes_to_blake3_on_either_side_of_a_group() {
+        for &size in SIZES {
+            let data = content(size);
+            assert_eq!(root_of::<Local>(&data), blake3::hash(&data), "size {size}");
         }
     }
 

@@ -5,9 +5,9 @@
 //! ([`Digests`]).
 
 use crate::digests::Digests;
-use crate::tree::{GROUP, TreeWriter};
+use crate::tree::{self, GROUP};
 use crate::types::{FileMeta, HandlerError};
-use crate::{hashes, hex};
+use crate::{hashes, hex, to_index};
 
 /// The first group of `span` (whose bytes end at `stop`, and are `chunks`
 /// one after another, cut wherever the host cut them) whose bytes do not
@@ -92,11 +92,7 @@ pub(crate) fn verify_whole<D: Digests>(
         )));
     }
     let (actual, recorded) = match &meta.blake3 {
-        Some(recorded) => {
-            let mut tree = TreeWriter::<D>::new();
-            tree.update(content);
-            (tree.finish().0.to_hex().to_string(), recorded)
-        }
+        Some(recorded) => (tree::root_of::<D>(content).to_hex().to_string(), recorded),
         None => (hex(&hashes::sha256::<D>(content)), &meta.sha256),
     };
     if actual != *recorded {
@@ -106,11 +102,6 @@ pub(crate) fn verify_whole<D: Digests>(
         )));
     }
     Ok(())
-}
-
-fn to_index(offset: u64) -> usize {
-    // Only offsets within a buffer in memory are converted.
-    usize::try_from(offset).unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]
