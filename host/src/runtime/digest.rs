@@ -4,30 +4,48 @@
 //! both (`sha2` and `blake3` find them at run time). The guest hands over
 //! bytes of its memory and keeps every state, tree and comparison; these
 //! functions check the bounds the WIT states (so one call's time is
-//! bounded) and run [`Local`] on the bytes. A call past a bound traps: only
-//! a broken guest makes one.
+//! bounded) and run [`Local`] on the bytes where they lie in the guest's
+//! memory ([`WasmList::as_le_slice`]: no copy of them is made, where the
+//! generated bindings would lift each into a `Vec` first). A call past a
+//! bound traps: only a broken guest makes one.
 
 use storage_handler::digests::{Digests as _, Local, check_blocks, check_group};
+use wasmtime::component::{Linker, WasmList};
+use wasmtime::{AsContext as _, StoreContextMut};
 
-use super::bindings::wasm_storage::storage::digest::Host;
 use super::host::HostState;
 
-impl Host for HostState {
-    fn sha256_blocks(&mut self, state: Vec<u32>, blocks: Vec<u8>) -> wasmtime::Result<Vec<u32>> {
-        check_blocks(state.len(), blocks.len()).map_err(wasmtime::Error::msg)?;
-        let mut words = [0; 8];
-        words.copy_from_slice(&state);
-        Local::sha256_blocks(&mut words, &blocks);
-        Ok(words.to_vec())
-    }
+/// The interface's name in the `storage` world.
+const INTERFACE: &str = "wasm-storage:storage/digest@0.1.0";
 
-    fn blake3_group(&mut self, index: u64, data: Vec<u8>) -> wasmtime::Result<Vec<u8>> {
-        check_group(index, data.len()).map_err(wasmtime::Error::msg)?;
-        Ok(Local::blake3_group(index, &data).to_vec())
-    }
-
-    fn blake3_one_group(&mut self, data: Vec<u8>) -> wasmtime::Result<Vec<u8>> {
-        check_group(0, data.len()).map_err(wasmtime::Error::msg)?;
-        Ok(Local::blake3_one_group(&data).to_vec())
-    }
+/// Define the `digest` import's three functions in `linker`.
+pub(super) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    let mut digest = linker.instance(INTERFACE)?;
+    digest.func_wrap(
+        "sha256-blocks",
+        |store: StoreContextMut<'_, HostState>, (state, blocks): (Vec<u32>, WasmList<u8>)| {
+            check_blocks(state.len(), blocks.len()).map_err(wasmtime::Error::msg)?;
+            let mut words = [0; 8];
+            words.copy_from_slice(&state);
+            Local::sha256_blocks(&mut words, blocks.as_le_slice(store.as_context()));
+            Ok((words.to_vec(),))
+        },
+    )?;
+    digest.func_wrap(
+        "blake3-group",
+        |store: StoreContextMut<'_, HostState>, (index, data): (u64, WasmList<u8>)| {
+            check_group(index, data.len()).map_err(wasmtime::Error::msg)?;
+            let value = Local::blake3_group(index, data.as_le_slice(store.as_context()));
+            Ok((value.to_vec(),))
+        },
+    )?;
+    digest.func_wrap(
+        "blake3-one-group",
+        |store: StoreContextMut<'_, HostState>, (data,): (WasmList<u8>,)| {
+            check_group(0, data.len()).map_err(wasmtime::Error::msg)?;
+            let hash = Local::blake3_one_group(data.as_le_slice(store.as_context()));
+            Ok((hash.to_vec(),))
+        },
+    )?;
+    Ok(())
 }
