@@ -15,7 +15,9 @@ use wasmtime::{AsContext as _, StoreContextMut};
 
 use super::host::HostState;
 
-/// The interface's name in the `storage` world.
+/// The interface's name in the `storage` world, with the WIT package's
+/// version (`wit/storage.wit`): a mismatch fails every instance's linking
+/// at start, so no test passes with it.
 const INTERFACE: &str = "wasm-storage:storage/digest@0.1.0";
 
 /// Define the `digest` import's three functions in `linker`.
