@@ -287,28 +287,7 @@ both_handlers!(a_file_stored_before_outboards_gets_one_on_first_read);
 async fn a_file_stored_before_outboards_gets_one_on_first_read(handler: HandlerKind) {
     let server = TestServer::start(|config| config.handler = handler).await;
     let content = random_bytes(1 << 20);
-    let mut staged = server.state.volume.stage();
-    staged.write(&content).await.unwrap();
-    let digests = volume::Digests {
-        sha256: volume::Digest::parse(&sha256_hex(&content)).unwrap(),
-        blake3: Some(volume::Digest::parse(blake3::hash(&content).to_hex().as_str()).unwrap()),
-    };
-    let path = volume::FilePath::parse("old/film.bin").unwrap();
-    server
-        .state
-        .volume
-        .put(
-            volume::Owner::OPEN,
-            &path,
-            staged,
-            &digests,
-            "video/webm",
-            true,
-        )
-        .await
-        .unwrap();
-    let blob = blob_files(&server.data_dir)[0].clone();
-    assert_eq!(std::fs::metadata(&blob).unwrap().len(), 1 << 20);
+    let blob = store_as_before_outboards(&server, "old/film.bin", &content).await;
 
     let whole = server.get("old/film.bin").await;
     assert_eq!(whole.status(), StatusCode::OK);
@@ -337,6 +316,64 @@ async fn a_file_stored_before_outboards_gets_one_on_first_read(handler: HandlerK
     assert_eq!(
         server.get("old/film.bin").await.bytes().await.unwrap(),
         &content[..]
+    );
+    server.stop().await;
+}
+
+/// Store `content` at `path` as files were stored before BLAKE3 trees were
+/// kept: its row has a BLAKE3, its blob no outboard. The blob's file.
+async fn store_as_before_outboards(
+    server: &TestServer,
+    path: &str,
+    content: &[u8],
+) -> std::path::PathBuf {
+    let mut staged = server.state.volume.stage();
+    staged.write(content).await.unwrap();
+    let digests = volume::Digests {
+        sha256: volume::Digest::parse(&sha256_hex(content)).unwrap(),
+        blake3: Some(volume::Digest::parse(blake3::hash(content).to_hex().as_str()).unwrap()),
+    };
+    let path = volume::FilePath::parse(path).unwrap();
+    server
+        .state
+        .volume
+        .put(
+            volume::Owner::OPEN,
+            &path,
+            staged,
+            &digests,
+            "video/webm",
+            true,
+        )
+        .await
+        .unwrap();
+    let blob = blob_files(&server.data_dir)[0].clone();
+    assert_eq!(
+        std::fs::metadata(&blob).unwrap().len(),
+        content.len() as u64
+    );
+    blob
+}
+
+both_handlers!(a_corrupted_file_stored_before_outboards_is_refused_and_gets_none);
+/// The first read of such a file hashes it once, for the check and the
+/// outboard alike: damaged, it is refused and no outboard is kept.
+async fn a_corrupted_file_stored_before_outboards_is_refused_and_gets_none(handler: HandlerKind) {
+    let server = TestServer::start(|config| config.handler = handler).await;
+    let content = random_bytes(300_000);
+    let blob = store_as_before_outboards(&server, "old/damaged.bin", &content).await;
+    let file = std::fs::OpenOptions::new().write(true).open(&blob).unwrap();
+    std::os::unix::fs::FileExt::write_at(&file, &[content[200_000] ^ 0x01], 200_000).unwrap();
+
+    let fetched = server.get("old/damaged.bin").await;
+    assert_eq!(fetched.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let error: serde_json::Value = fetched.json().await.unwrap();
+    assert_eq!(error["error"], "integrity_error");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        std::fs::metadata(&blob).unwrap().len(),
+        300_000,
+        "no outboard is kept for content that failed its check"
     );
     server.stop().await;
 }

@@ -18,7 +18,7 @@
 
 use crate::tree::{GROUP, Node, Shape, TreeWriter};
 use crate::types::{BodyError, FetchBody, FetchRequest, Fetched, FileMeta, HandlerError};
-use crate::verify::{coalesce, first_unlike, verify_whole};
+use crate::verify::{coalesce, first_unlike, hashes_unlike, verify_whole};
 use crate::{CHUNK, Host, range, to_index};
 
 /// The handler's state between `fetch` and `send-body`: the verified bytes
@@ -411,16 +411,19 @@ async fn read_whole<H: Host>(
     }
     let shape = Shape::of(meta.size);
     if shape.has_outboard()
-        && meta.blake3.is_some()
+        && let Some(recorded) = meta.blake3.as_deref()
         && host.outboard_len(content).await == 0
         && whole.len() as u64 == meta.size
     {
+        // One pass gives both the check and the outboard.
         let mut tree = TreeWriter::<H::Digests>::new();
         tree.update(&whole);
         let (root, outboard) = tree.finish();
-        if meta.blake3.as_deref() == Some(root.to_hex().as_str()) {
-            return Ok((whole, Some(outboard)));
+        let actual = root.to_hex();
+        if actual.as_str() != recorded {
+            return Err(hashes_unlike(meta, &actual, recorded));
         }
+        return Ok((whole, Some(outboard)));
     }
     verify_whole::<H::Digests>(meta, &whole)?;
     Ok((whole, None))

@@ -96,12 +96,18 @@ pub(crate) fn verify_whole<D: Digests>(
         None => (hex(&hashes::sha256::<D>(content)), &meta.sha256),
     };
     if actual != *recorded {
-        return Err(HandlerError::Integrity(format!(
-            "{}: stored content hashes to {actual}, the index says {recorded}",
-            meta.path
-        )));
+        return Err(hashes_unlike(meta, &actual, recorded));
     }
     Ok(())
+}
+
+/// The error for stored content that hashes to `actual` where the index
+/// records `recorded`.
+pub(crate) fn hashes_unlike(meta: &FileMeta, actual: &str, recorded: &str) -> HandlerError {
+    HandlerError::Integrity(format!(
+        "{}: stored content hashes to {actual}, the index says {recorded}",
+        meta.path
+    ))
 }
 
 #[cfg(test)]
