@@ -343,9 +343,10 @@ enum Waited {
     Failed(Option<Connection>, rusqlite::Error),
 }
 
-/// Run `sql` (no rows, no arguments) on the writer connection.
+/// Run `sql` (one statement: no rows, no arguments) on the writer
+/// connection.
 fn run(conn: &Connection, sql: &str) -> Result<(), VolumeError> {
-    Ok(conn.execute_batch(sql).map_err(writer::error)?)
+    Ok(writer::control(conn, sql).map_err(writer::error)?)
 }
 
 impl Group {
@@ -354,13 +355,13 @@ impl Group {
     /// or another process's), when it waits on a blocking thread.
     async fn begin(writers: &Writers) -> Result<Self, VolumeError> {
         let conn = writers.connection()?;
-        let conn = match conn.execute_batch("BEGIN IMMEDIATE") {
+        let conn = match writer::control(&conn, "BEGIN IMMEDIATE") {
             Ok(()) => conn,
             Err(error) if error.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => {
                 let waited = tokio::task::spawn_blocking(move || {
                     let begun = conn
                         .busy_timeout(BUSY_WAIT)
-                        .and_then(|()| conn.execute_batch("BEGIN IMMEDIATE"));
+                        .and_then(|()| writer::control(&conn, "BEGIN IMMEDIATE"));
                     // Back to not waiting, whatever happened: a connection
                     // kept waiting would hold a runtime thread next time
                     // (one that cannot be reset is closed).
@@ -416,13 +417,13 @@ impl Group {
         let (conn, members) = self.into_writer();
         let committing = tokio::task::spawn_blocking(move || {
             let committed = match first.sync_now() {
-                Ok(()) => conn
-                    .execute_batch("COMMIT")
-                    .map_err(|error| writer::error(error).into()),
+                Ok(()) => {
+                    writer::control(&conn, "COMMIT").map_err(|error| writer::error(error).into())
+                }
                 Err(error) => {
                     // Undone, so that no row names what is not durable
                     // (one that will not roll back is closed by `keep`).
-                    let _ = conn.execute_batch("ROLLBACK");
+                    let _ = writer::control(&conn, "ROLLBACK");
                     Err(error)
                 }
             };
@@ -505,7 +506,8 @@ async fn end_turn(
 ) -> Result<(), VolumeError> {
     let ended = match (part, how) {
         (Part::Savepoint, End::Keep) => run(group.writer(), "RELEASE writer"),
-        (Part::Savepoint, End::Undo) => run(group.writer(), "ROLLBACK TO writer; RELEASE writer"),
+        (Part::Savepoint, End::Undo) => run(group.writer(), "ROLLBACK TO writer")
+            .and_then(|()| run(group.writer(), "RELEASE writer")),
         (Part::Whole, End::Keep) => Ok(()),
         // Nobody else's work is in the group yet (members join it only as
         // their turns end): rolling it all back undoes this writer's alone,

@@ -76,6 +76,13 @@ pub(crate) fn open(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
+/// Run one of a group's own statements (`BEGIN`, `COMMIT`, a savepoint's
+/// start or end: no rows, no arguments), kept prepared like every other:
+/// `execute_batch` would parse it again each time, twice per writer's turn.
+pub(super) fn control(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
+}
+
 /// `sql` prepared (and kept prepared) on `conn` with `values` bound: `$N`
 /// is a named parameter to SQLite, bound by its name.
 fn prepared<'c>(
